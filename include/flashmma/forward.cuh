@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// The forward pass entry points.
+//
+//   flashmma::forward<Config>(params, stream)  runs the kernel of one TileConfig;
+//   flashmma::forward(params, stream)          picks the default config for dtype and head dim.
+//
+// Both validate everything first and return an error Status without launching or writing
+// anything when an argument is wrong. A launch failure is returned too. Faults during the kernel
+// are asynchronous, as for any CUDA kernel: they surface at the caller's next synchronization.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "flashmma/kernels/forward_kernel.cuh"
+#include "flashmma/params.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/tile_config.hpp"
+#include "flashmma/validate.hpp"
+
+namespace flashmma {
+
+namespace detail {
+
+inline Status cuda_status(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return Status::success();
+  return Status::error(ErrorCode::kCudaError, std::string("flashmma: ") + what + " failed: " +
+                                                  cudaGetErrorName(error) + " (" +
+                                                  cudaGetErrorString(error) + ")");
+}
+
+}  // namespace detail
+
+// Reads what validate_for_device() needs from the current device.
+inline Status query_device(DeviceInfo& info) {
+  int device = 0;
+  if (Status s = detail::cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
+  int major = 0, minor = 0, smem_optin = 0;
+  if (Status s = detail::cuda_status(
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+          "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
+      !s)
+    return s;
+  if (Status s = detail::cuda_status(
+          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+          "cudaDeviceGetAttribute(ComputeCapabilityMinor)");
+      !s)
+    return s;
+  if (Status s = detail::cuda_status(
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+          "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+      !s)
+    return s;
+  info.compute_capability = major * 10 + minor;
+  info.smem_per_block_optin = static_cast<std::size_t>(smem_optin);
+  return Status::success();
+}
+
+template <class Config>
+KernelRequirements kernel_requirements() {
+  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  KernelRequirements req;
+  req.dtype = Config::kScalarType;
+  req.head_dim = Config::kHeadDim;
+  req.block_m = Config::kBlockM;
+  req.smem_bytes = Config::kSmemBytes;
+  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  return req;
+}
+
+// The kernel-side view of params: typed pointers, folded constants.
+template <class Config>
+ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardParams& p) {
+  using Element = typename Config::element_type;
+  ForwardKernelArgs<Element> args;
+  args.q = static_cast<const Element*>(p.q);
+  args.k = static_cast<const Element*>(p.k);
+  args.v = static_cast<const Element*>(p.v);
+  args.o = static_cast<Element*>(p.o);
+  args.lse = p.lse;
+  args.seqlen_q = p.seqlen_q;
+  args.seqlen_k = p.seqlen_k;
+  args.heads_q = p.heads_q;
+  args.head_dim = static_cast<int>(p.head_dim);
+  args.group_size = p.heads_q / p.heads_kv;
+  args.q_strides = p.q_strides;
+  args.k_strides = p.k_strides;
+  args.v_strides = p.v_strides;
+  args.o_strides = p.o_strides;
+  const float scale = std::isnan(p.softmax_scale)
+                          ? 1.0f / std::sqrt(static_cast<float>(p.head_dim))
+                          : p.softmax_scale;
+  args.softmax_scale = scale;
+  args.softmax_scale_log2 = scale * kLog2e;
+  args.causal = p.mask == MaskKind::kCausal;
+  return args;
+}
+
+template <class Config>
+Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
+  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  const KernelRequirements req = kernel_requirements<Config>();
+  if (Status s = validate_params(params); !s) return s;
+  if (Status s = validate_for_kernel(params, req); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  if (Status s = validate_for_device(device, req); !s) return s;
+
+  const auto kernel = forward_kernel<Config>;
+  // A binary built without an sm_80+ target would run an empty kernel body; refuse instead.
+  cudaFuncAttributes attributes{};
+  if (Status s = detail::cuda_status(cudaFuncGetAttributes(&attributes, kernel),
+                                     "cudaFuncGetAttributes(forward_kernel)");
+      !s)
+    return s;
+  if (attributes.binaryVersion < Config::arch_tag::kMinComputeCapability) {
+    return Status::error(ErrorCode::kUnsupportedDevice,
+                         "flashmma: the forward kernel was compiled for sm_" +
+                             std::to_string(attributes.binaryVersion) +
+                             " only; build with CUDA architectures 80 or newer");
+  }
+  if (Status s = detail::cuda_status(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(Config::kSmemBytes)),
+          "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+      !s)
+    return s;
+
+  const ForwardKernelArgs<typename Config::element_type> args = make_kernel_args<Config>(params);
+  const dim3 grid(static_cast<unsigned>((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM),
+                  static_cast<unsigned>(params.heads_q), static_cast<unsigned>(params.batch));
+  kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(args);
+  return detail::cuda_status(cudaGetLastError(), "launching forward_kernel");
+}
+
+namespace detail {
+
+template <class Element>
+Status forward_default(const ForwardParams& params, cudaStream_t stream) {
+  switch (kernel_head_dim_for(params.head_dim)) {
+    case 32: return forward<DefaultConfigT<Element, 32>>(params, stream);
+    case 64: return forward<DefaultConfigT<Element, 64>>(params, stream);
+    case 96: return forward<DefaultConfigT<Element, 96>>(params, stream);
+    case 128: return forward<DefaultConfigT<Element, 128>>(params, stream);
+    case 160: return forward<DefaultConfigT<Element, 160>>(params, stream);
+    case 192: return forward<DefaultConfigT<Element, 192>>(params, stream);
+    case 224: return forward<DefaultConfigT<Element, 224>>(params, stream);
+    case 256: return forward<DefaultConfigT<Element, 256>>(params, stream);
+    default: return validate_params(params);  // head_dim out of range: report it
+  }
+}
+
+}  // namespace detail
+
+// Default dispatch. A translation unit that calls it compiles every default config of both
+// element types (16 kernels); call forward<Config> to compile just one. It is a template only so
+// that merely including this header instantiates nothing.
+template <int kUnused = 0>
+Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
+  if (Status s = validate_params(params); !s) return s;
+  return params.dtype == ScalarType::kFloat16 ? detail::forward_default<__half>(params, stream)
+                                              : detail::forward_default<__nv_bfloat16>(params, stream);
+}
+
+}  // namespace flashmma

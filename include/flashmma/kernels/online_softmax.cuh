@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// Online softmax over the key tiles, for the rows one thread holds in mma C fragments.
+//
+// A thread holds two query rows of its warp's 16 (rows group and group + 8, see
+// traits/fragment_map.hpp): registers 0,1 of every accumulator tile belong to the first, 2,3 to
+// the second. Each row keeps a running max m (of raw scores) and a running sum l of
+// exp(scale * (s - m)); when a tile raises m, the sum and the O accumulator are rescaled by
+// exp(scale * (m_old - m_new)). Everything is computed in base 2 with scale * log2(e) folded into
+// one FMA: exp(scale * (s - m)) = 2^(s * scale_log2 - m * scale_log2).
+//
+// Fully masked rows: scores are -inf, so m stays -inf; the reference point is then taken as 0
+// (never -inf - -inf = NaN), every probability is 2^-inf = 0 and l stays 0. The epilogue turns
+// l = 0 into O = 0 and LSE = -inf.
+#pragma once
+
+#include <cmath>
+
+#include "flashmma/macros.hpp"
+#include "flashmma/ptx/math.cuh"
+#include "flashmma/ptx/shuffle.cuh"
+
+namespace flashmma {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+inline constexpr int kRowsPerThread = 2;  // rows group and group + 8 of the warp's 16
+
+struct OnlineSoftmax {
+  float row_max[kRowsPerThread];
+  float row_sum[kRowsPerThread];  // this lane's partial sum; the quad is summed at the end
+
+  FLASHMMA_DEVICE void init() {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+  }
+
+  // Turns one tile of raw scores into unnormalized probabilities, in place, and rescales the
+  // output accumulator to the new row maxima.
+  template <int kScoreTiles, int kOutputTiles>
+  FLASHMMA_DEVICE void update(float (&scores)[kScoreTiles][4], float (&output)[kOutputTiles][4],
+                              float scale_log2) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) {
+        tile_max = fmaxf(tile_max, fmaxf(scores[t][2 * r], scores[t][2 * r + 1]));
+      }
+      tile_max = ptx::quad_max(tile_max);
+      const float new_max = fmaxf(row_max[r], tile_max);
+      const float reference = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+      // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0.
+      const float correction = ptx::ex2_approx(row_max[r] * scale_log2 - reference);
+      row_max[r] = new_max;
+
+      float tile_sum = 0.f;
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float p = ptx::ex2_approx(fmaf(scores[t][2 * r + c], scale_log2, -reference));
+          scores[t][2 * r + c] = p;
+          tile_sum += p;
+        }
+      }
+      row_sum[r] = fmaf(row_sum[r], correction, tile_sum);
+#pragma unroll
+      for (int t = 0; t < kOutputTiles; ++t) {
+        output[t][2 * r] *= correction;
+        output[t][2 * r + 1] *= correction;
+      }
+    }
+  }
+
+  // Completes the rows: sums the quad's partial sums, divides O by them, and returns the natural
+  // log-sum-exp of each row (-inf for a row that saw no key, whose O becomes 0).
+  template <int kOutputTiles>
+  FLASHMMA_DEVICE void finalize(float (&output)[kOutputTiles][4], float softmax_scale,
+                                float (&lse)[kRowsPerThread]) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const float sum = ptx::quad_sum(row_sum[r]);
+      const bool empty = !(sum > 0.f);
+      const float inverse = empty ? 0.f : 1.f / sum;
+      lse[r] = empty ? -INFINITY : row_max[r] * softmax_scale + logf(sum);
+#pragma unroll
+      for (int t = 0; t < kOutputTiles; ++t) {
+        output[t][2 * r] *= inverse;
+        output[t][2 * r + 1] *= inverse;
+      }
+    }
+  }
+};
+
+}  // namespace flashmma

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+// Argument checking for the forward pass. Plain C++: the CPU tests exercise every message.
+// forward() calls validate() before it touches the device; on error nothing is launched and
+// nothing is written.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "flashmma/params.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/element.hpp"
+
+namespace flashmma {
+
+// What a kernel configuration requires of the call (filled from a TileConfig by forward()).
+struct KernelRequirements {
+  ScalarType dtype = ScalarType::kFloat16;
+  int head_dim = 0;             // the kernel's compile-time head dim
+  int block_m = 0;              // query rows per block, for the grid
+  std::size_t smem_bytes = 0;   // dynamic shared memory per block
+  int min_compute_capability = 80;
+};
+
+// What the device offers (filled from cudaGetDeviceProperties by forward()).
+struct DeviceInfo {
+  int compute_capability = 0;     // major * 10 + minor
+  std::size_t smem_per_block_optin = 0;
+};
+
+inline constexpr int64_t kMaxGridY = 65535;  // heads_q go in gridDim.y
+inline constexpr int64_t kMaxGridZ = 65535;  // batch goes in gridDim.z
+inline constexpr int64_t kMaxGridX = 2147483647;
+inline constexpr std::size_t kCpAsyncAlignment = 16;  // bytes; cp.async.cg moves 16 at a time
+
+namespace detail {
+
+inline Status invalid(const std::string& message) {
+  return Status::error(ErrorCode::kInvalidArgument, "flashmma: " + message);
+}
+
+inline std::string tensor_shape(const char* name) {
+  const std::string n = name;
+  if (n == "q" || n == "o") return "[batch, seqlen_q, heads_q, head_dim]";
+  return "[batch, seqlen_k, heads_kv, head_dim]";
+}
+
+inline Status check_positive(const char* name, int64_t value) {
+  if (value >= 1) return Status::success();
+  std::ostringstream os;
+  os << name << " must be >= 1 (got " << value << ")";
+  return invalid(os.str());
+}
+
+inline Status check_tensor(const char* name, const void* ptr, const TensorStrides& strides,
+                           int64_t batch, int64_t seqlen, int64_t heads) {
+  if (ptr == nullptr) {
+    return invalid(std::string(name) + " is null: expected a device pointer to a " +
+                   tensor_shape(name) + " tensor");
+  }
+  if (reinterpret_cast<std::uintptr_t>(ptr) % kCpAsyncAlignment != 0) {
+    std::ostringstream os;
+    os << name << " must be 16-byte aligned (cp.async moves 16 bytes at a time); got address "
+       << ptr;
+    return invalid(os.str());
+  }
+  // A stride only matters along a dimension of size > 1 (PyTorch gives size-1 dims any stride).
+  constexpr int64_t kStrideMultiple = kCpAsyncAlignment / 2;  // in 16-bit elements
+  const struct {
+    const char* field;
+    int64_t stride;
+    int64_t extent;
+  } dims[] = {{"batch", strides.batch, batch}, {"head", strides.head, heads},
+              {"row", strides.row, seqlen}};
+  for (const auto& dim : dims) {
+    if (dim.extent > 1 && dim.stride % kStrideMultiple != 0) {
+      std::ostringstream os;
+      os << name << "_strides." << dim.field << " must be a multiple of 8 elements (16 bytes, "
+         << "for cp.async); got " << dim.stride;
+      return invalid(os.str());
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace detail
+
+// Checks the call alone: pointers, sizes, strides, scale, mask.
+inline Status validate_params(const ForwardParams& p) {
+  if (p.dtype != ScalarType::kFloat16 && p.dtype != ScalarType::kBFloat16) {
+    return detail::invalid("dtype must be ScalarType::kFloat16 or ScalarType::kBFloat16");
+  }
+  const struct {
+    const char* name;
+    int64_t value;
+  } sizes[] = {{"batch", p.batch},     {"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k},
+               {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"head_dim", p.head_dim}};
+  for (const auto& size : sizes) {
+    if (Status s = detail::check_positive(size.name, size.value); !s) return s;
+  }
+  if (p.head_dim % 8 != 0 || p.head_dim > kMaxHeadDim) {
+    std::ostringstream os;
+    os << "head_dim must be a multiple of 8 between 8 and 256 (got " << p.head_dim
+       << "); pad other head dims with zeros to the next multiple of 8";
+    return detail::invalid(os.str());
+  }
+  if (p.heads_q % p.heads_kv != 0) {
+    std::ostringstream os;
+    os << "heads_q (" << p.heads_q << ") must be a multiple of heads_kv (" << p.heads_kv
+       << ") for grouped-query attention";
+    return detail::invalid(os.str());
+  }
+  if (p.heads_q > kMaxGridY) {
+    std::ostringstream os;
+    os << "heads_q must be at most " << kMaxGridY << " (got " << p.heads_q << ")";
+    return detail::invalid(os.str());
+  }
+  if (p.batch > kMaxGridZ) {
+    std::ostringstream os;
+    os << "batch must be at most " << kMaxGridZ << " (got " << p.batch << ")";
+    return detail::invalid(os.str());
+  }
+  if (Status s = detail::check_tensor("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q); !s)
+    return s;
+  if (Status s = detail::check_tensor("k", p.k, p.k_strides, p.batch, p.seqlen_k, p.heads_kv); !s)
+    return s;
+  if (Status s = detail::check_tensor("v", p.v, p.v_strides, p.batch, p.seqlen_k, p.heads_kv); !s)
+    return s;
+  if (Status s = detail::check_tensor("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q); !s)
+    return s;
+  if (p.lse != nullptr && reinterpret_cast<std::uintptr_t>(p.lse) % alignof(float) != 0) {
+    return detail::invalid("lse must be 4-byte aligned (an fp32 [batch, heads_q, seqlen_q] array)");
+  }
+  if (!std::isnan(p.softmax_scale) && !(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.f)) {
+    std::ostringstream os;
+    os << "softmax_scale must be a positive finite number, or NaN for 1/sqrt(head_dim) (got "
+       << p.softmax_scale << ")";
+    return detail::invalid(os.str());
+  }
+  if (p.mask != MaskKind::kNone && p.mask != MaskKind::kCausal) {
+    return detail::invalid("mask must be MaskKind::kNone or MaskKind::kCausal");
+  }
+  return Status::success();
+}
+
+// Checks that a kernel configuration can serve the call.
+inline Status validate_for_kernel(const ForwardParams& p, const KernelRequirements& kernel) {
+  if (p.dtype != kernel.dtype) {
+    return detail::invalid(std::string("dtype is ") + scalar_type_name(p.dtype) +
+                           " but the config was built for " + scalar_type_name(kernel.dtype));
+  }
+  if (p.head_dim > kernel.head_dim) {
+    std::ostringstream os;
+    os << "head_dim " << p.head_dim << " exceeds the config's HeadDim " << kernel.head_dim
+       << "; use a config with HeadDim >= " << p.head_dim;
+    return detail::invalid(os.str());
+  }
+  if ((p.seqlen_q + kernel.block_m - 1) / kernel.block_m > kMaxGridX) {
+    return detail::invalid("seqlen_q is too long for one launch (more than 2^31 - 1 query tiles)");
+  }
+  return Status::success();
+}
+
+// Checks that the device can run the kernel.
+inline Status validate_for_device(const DeviceInfo& device, const KernelRequirements& kernel) {
+  if (device.compute_capability < kernel.min_compute_capability) {
+    std::ostringstream os;
+    os << "the device has compute capability " << device.compute_capability / 10 << "."
+       << device.compute_capability % 10 << "; flashmma needs "
+       << kernel.min_compute_capability / 10 << "." << kernel.min_compute_capability % 10
+       << " or newer (mma.sync m16n8k16, ldmatrix, cp.async)";
+    return Status::error(ErrorCode::kUnsupportedDevice, "flashmma: " + os.str());
+  }
+  if (kernel.smem_bytes > device.smem_per_block_optin) {
+    std::ostringstream os;
+    os << "the config needs " << kernel.smem_bytes << " bytes of shared memory per block but the "
+       << "device allows " << device.smem_per_block_optin
+       << "; choose smaller BlockM, BlockN or Stages";
+    return Status::error(ErrorCode::kUnsupportedDevice, "flashmma: " + os.str());
+  }
+  return Status::success();
+}
+
+// All of the above, in order.
+inline Status validate(const ForwardParams& p, const KernelRequirements& kernel,
+                       const DeviceInfo& device) {
+  if (Status s = validate_params(p); !s) return s;
+  if (Status s = validate_for_kernel(p, kernel); !s) return s;
+  return validate_for_device(device, kernel);
+}
+
+}  // namespace flashmma
