@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // FlashAttention-2 forward kernel on mma.sync (sm_80+), generic over a TileConfig.
 //
-// One block per (query tile of BlockM rows, head, batch). Each warp owns 16 query rows and walks
-// every visible K/V tile of BlockN keys:
+// One block per (query tile of BlockM rows, head, batch). Each warp owns BlockM / Warps query
+// rows (in m16 tiles) and walks every visible K/V tile of BlockN keys:
 //
 //   load Q tile ─┐
-//   for each visible K/V tile j:            (K_j+P, V_j+P already in flight, P = Stages - 1)
+//   for each visible K/V tile j:            (Stages - 1 tiles ahead already in flight)
 //     wait K_j  → S = Q K_j^T               (warp_mma.cuh)
 //     mask S where needed                   (mask.cuh; interior tiles skip it)
 //     online softmax: P = exp(S - m), rescale O (online_softmax.cuh)
@@ -51,48 +51,64 @@ struct ForwardKernelArgs {
   bool causal;
 };
 
-// Pipeline bookkeeping: K and V of every tile are separate commit groups, issued in the order
-// K0 V0 K1 V1 ..., kPrefetch tiles ahead of the one being computed. When fewer tiles remain,
-// empty groups keep the count (and so the wait depths below) uniform.
+// The K/V pipeline. Two schedules, chosen by Stages:
+//
+//  Stages == 1 (one K and one V buffer): K_j and V_j are separate cp.async groups issued at the
+//    top of iteration j; Q K_j^T runs while V_j is still landing. Three barriers per tile: K
+//    visible, V visible, and the buffers free again before the next iteration refills them.
+//
+//  Stages >= 2 (a ring of Stages K/V buffer pairs): one group per tile, issued
+//    kPrefetch = Stages - 1 tiles ahead. One barrier per tile: after it, tile j is visible to
+//    every warp AND every warp has finished tile j - 1, whose buffers are refilled right away
+//    with tile j + kPrefetch.
+//
+// Past the last tile empty groups are committed, so the wait depths stay compile-time constants.
 template <class Config>
 struct KVPipeline {
+  static constexpr bool kSplitKV = Config::kStages == 1;
   static constexpr int kPrefetch = Config::kStages - 1;
-  // Groups allowed in flight once K of the current tile has landed: V of the current tile and
-  // K, V of the prefetched ones.
-  static constexpr int kPendingAfterK = 2 * kPrefetch + 1;
-  static constexpr int kPendingAfterV = 2 * kPrefetch;
+  // Groups still allowed in flight when the current tile's data must have landed.
+  static constexpr int kPendingAfterK = kSplitKV ? 1 : kPrefetch - 1;
+  static constexpr int kPendingAfterV = kSplitKV ? 0 : kPrefetch - 1;
 };
 
+// Issues the copies of K/V tile `tile` (nothing past the last one) into one pipeline stage.
+// With the split schedule K and V each close a group; otherwise they share one.
 template <class Config, class Element>
-FLASHMMA_DEVICE void issue_kv_tile(Element* k_stage, Element* v_stage,
-                                   const ForwardKernelArgs<Element>& args, const Element* k_head,
-                                   const Element* v_head, int tile, int num_tiles) {
-  if (tile < num_tiles) {
-    const int64_t first_key = static_cast<int64_t>(tile) * Config::kBlockN;
-    load_tile_async<Config, Config::kBlockN>(k_stage, k_head, args.k_strides.row, first_key,
-                                             args.seqlen_k, args.head_dim);
-    ptx::cp_async_commit();
-    load_tile_async<Config, Config::kBlockN>(v_stage, v_head, args.v_strides.row, first_key,
-                                             args.seqlen_k, args.head_dim);
-    ptx::cp_async_commit();
-  } else {
-    ptx::cp_async_commit();
-    ptx::cp_async_commit();
+FLASHMMA_DEVICE void issue_kv_tile(int stage, Element* k_stages, Element* v_stages,
+                                   const TileCopy<Config, Config::kBlockN>& k_copy,
+                                   const TileCopy<Config, Config::kBlockN>& v_copy,
+                                   const Element* k_head, const Element* v_head, int64_t seqlen_k,
+                                   int tile, int num_tiles) {
+  const bool valid = tile < num_tiles;
+  const int64_t first_key = static_cast<int64_t>(tile) * Config::kBlockN;
+  if (valid) {
+    k_copy.issue(k_stages + stage * Config::kKVTileElements, k_head, first_key,
+                 seqlen_k - first_key);
   }
+  if constexpr (KVPipeline<Config>::kSplitKV) ptx::cp_async_commit();
+  if (valid) {
+    v_copy.issue(v_stages + stage * Config::kKVTileElements, v_head, first_key,
+                 seqlen_k - first_key);
+  }
+  ptx::cp_async_commit();
 }
 
 // Sets the scores of hidden (query, key) pairs to -inf. `first_query` is the absolute row of the
 // warp's first row, `first_key` the absolute key of the tile's first column.
 template <class Config>
-FLASHMMA_DEVICE void apply_mask(float (&scores)[Config::kScoreTiles][4], const AttentionMask& mask,
+FLASHMMA_DEVICE void apply_mask(ScoreFragments<Config>& scores, const AttentionMask& mask,
                                 int64_t first_query, int64_t first_key, int lane) {
 #pragma unroll
-  for (int t = 0; t < Config::kScoreTiles; ++t) {
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
 #pragma unroll
-    for (int reg = 0; reg < 4; ++reg) {
-      const fragment::Coord c = fragment::c_coord(lane, reg);
-      if (!mask.visible(first_query + c.row, first_key + t * kMmaN + c.col)) {
-        scores[t][reg] = -INFINITY;
+    for (int t = 0; t < Config::kScoreTiles; ++t) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) {
+        const fragment::Coord c = fragment::c_coord(lane, reg);
+        if (!mask.visible(first_query + rt * kMmaM + c.row, first_key + t * kMmaN + c.col)) {
+          scores[rt][t][reg] = -INFINITY;
+        }
       }
     }
   }
@@ -101,20 +117,24 @@ FLASHMMA_DEVICE void apply_mask(float (&scores)[Config::kScoreTiles][4], const A
 // O (normalized, fp32 fragments) to global memory through the warp's own rows of the Q tile,
 // which no other warp reads; LSE straight from registers.
 template <class Config, class Element>
-FLASHMMA_DEVICE void write_output(const float (&output)[Config::kOutputTiles][4],
-                                  const float (&lse)[kRowsPerThread], Element* staging,
-                                  int warp_first_row, int64_t first_query,
+FLASHMMA_DEVICE void write_output(const OutputFragments<Config>& output,
+                                  const float (&lse)[Config::kRowTiles][kRowsPerThread],
+                                  Element* staging, int warp_first_row, int64_t first_query,
                                   const ForwardKernelArgs<Element>& args, Element* o_head,
                                   float* lse_head, int lane) {
   __syncwarp();  // the warp's last reads of its Q rows are done before they are overwritten
 #pragma unroll
-  for (int t = 0; t < Config::kOutputTiles; ++t) {
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const fragment::Coord c = fragment::c_coord(lane, 2 * half);
-      *reinterpret_cast<uint32_t*>(
-          staging + Config::layout::offset(warp_first_row + c.row, t * kMmaN + c.col)) =
-          pack_pair<Element>(output[t][2 * half], output[t][2 * half + 1]);
+    for (int t = 0; t < Config::kOutputTiles; ++t) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const fragment::Coord c = fragment::c_coord(lane, 2 * half);
+        *reinterpret_cast<uint32_t*>(
+            staging + Config::layout::offset(warp_first_row + rt * kMmaM + c.row,
+                                             t * kMmaN + c.col)) =
+            pack_pair<Element>(output[rt][t][2 * half], output[rt][t][2 * half + 1]);
+      }
     }
   }
   __syncwarp();
@@ -122,15 +142,18 @@ FLASHMMA_DEVICE void write_output(const float (&output)[Config::kOutputTiles][4]
                           args.seqlen_q, args.head_dim);
   if (lse_head != nullptr && fragment::lane_in_quad(lane) == 0) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int64_t row = first_query + fragment::lane_group(lane) + 8 * r;
-      if (row < args.seqlen_q) lse_head[row] = lse[r];
+    for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const int64_t row = first_query + rt * kMmaM + fragment::lane_group(lane) + 8 * r;
+        if (row < args.seqlen_q) lse_head[row] = lse[rt][r];
+      }
     }
   }
 }
 
 template <class Config>
-__global__ void __launch_bounds__(Config::kThreads)
+__global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     forward_kernel(const __grid_constant__ ForwardKernelArgs<typename Config::element_type> args) {
 #if defined(FLASHMMA_SM80_ENABLED)
   using Element = typename Config::element_type;
@@ -153,7 +176,7 @@ __global__ void __launch_bounds__(Config::kThreads)
   const int64_t batch = blockIdx.z;
   const int64_t kv_head = head / args.group_size;
   const int64_t first_query = static_cast<int64_t>(m_block) * Config::kBlockM;
-  const int warp_first_row = warp * kMmaM;
+  const int warp_first_row = warp * Config::kRowsPerWarp;
 
   const Element* const q_head =
       args.q + batch * args.q_strides.batch + head * args.q_strides.head;
@@ -169,58 +192,74 @@ __global__ void __launch_bounds__(Config::kThreads)
   const int num_tiles =
       key_end > 0 ? static_cast<int>((key_end + Config::kBlockN - 1) / Config::kBlockN) : 0;
 
-  // Prologue: Q joins the first group, so waiting for K_0 also waits for Q.
-  load_tile_async<Config, Config::kBlockM>(q_tile, q_head, args.q_strides.row, first_query,
-                                           args.seqlen_q, args.head_dim);
+  // Prologue: Q is the oldest group, so waiting for tile 0 also waits for Q.
+  const TileCopy<Config, Config::kBlockM> q_copy(args.q_strides.row, args.head_dim);
+  const TileCopy<Config, Config::kBlockN> k_copy(args.k_strides.row, args.head_dim);
+  const TileCopy<Config, Config::kBlockN> v_copy(args.v_strides.row, args.head_dim);
+  q_copy.issue(q_tile, q_head, first_query, args.seqlen_q - first_query);
+  ptx::cp_async_commit();
 #pragma unroll
   for (int tile = 0; tile < Pipeline::kPrefetch; ++tile) {
-    issue_kv_tile<Config>(k_stages + tile * Config::kKVTileElements,
-                          v_stages + tile * Config::kKVTileElements, args, k_head, v_head, tile,
-                          num_tiles);
+    issue_kv_tile<Config>(tile, k_stages, v_stages, k_copy, v_copy, k_head, v_head,
+                          args.seqlen_k, tile, num_tiles);
   }
 
-  float output[Config::kOutputTiles][4];
+  OutputFragments<Config> output;
+  fill_zero(output);
+  QFragments<Config> q_registers;  // unused (and removed) unless kQInRegisters
+  OnlineSoftmax softmax[Config::kRowTiles];
 #pragma unroll
-  for (int t = 0; t < Config::kOutputTiles; ++t) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) output[t][i] = 0.f;
-  }
-  uint32_t q_registers[Config::kHeadDimSlices][4];  // unused (and removed) unless kQInRegisters
-  OnlineSoftmax softmax;
-  softmax.init();
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) softmax[rt].init();
 
   for (int tile = 0; tile < num_tiles; ++tile) {
-    const int ahead = tile + Pipeline::kPrefetch;
-    const int ahead_stage = ahead % Config::kStages;
-    issue_kv_tile<Config>(k_stages + ahead_stage * Config::kKVTileElements,
-                          v_stages + ahead_stage * Config::kKVTileElements, args, k_head, v_head,
-                          ahead, num_tiles);
     const int stage = tile % Config::kStages;
     const Element* const k_tile = k_stages + stage * Config::kKVTileElements;
     const Element* const v_tile = v_stages + stage * Config::kKVTileElements;
     const int64_t first_key = static_cast<int64_t>(tile) * Config::kBlockN;
 
+    if constexpr (Pipeline::kSplitKV) {
+      issue_kv_tile<Config>(0, k_stages, v_stages, k_copy, v_copy, k_head, v_head, args.seqlen_k,
+                            tile, num_tiles);
+    }
     ptx::cp_async_wait<Pipeline::kPendingAfterK>();
     __syncthreads();
+    if constexpr (!Pipeline::kSplitKV) {
+      const int ahead = tile + Pipeline::kPrefetch;
+      issue_kv_tile<Config>(ahead % Config::kStages, k_stages, v_stages, k_copy, v_copy, k_head,
+                            v_head, args.seqlen_k, ahead, num_tiles);
+    }
     if constexpr (Config::kQInRegisters) {
       if (tile == 0) load_q_fragments<Config>(q_registers, q_tile, warp_first_row, lane);
     }
-    float scores[Config::kScoreTiles][4];
+    ScoreFragments<Config> scores;
     compute_scores<Config>(scores, q_registers, q_tile, k_tile, warp_first_row, lane);
     if (mask.tile_needs_mask(first_query, first_key, Config::kBlockN)) {
       apply_mask<Config>(scores, mask, first_query + warp_first_row, first_key, lane);
     }
-    softmax.update(scores, output, args.softmax_scale_log2);
+#pragma unroll
+    for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+      softmax[rt].update(scores[rt], output[rt], args.softmax_scale_log2);
+    }
 
-    ptx::cp_async_wait<Pipeline::kPendingAfterV>();
-    __syncthreads();
+    if constexpr (Pipeline::kSplitKV) {
+      ptx::cp_async_wait<Pipeline::kPendingAfterV>();
+      __syncthreads();
+    }
     accumulate_output<Config>(output, scores, v_tile, lane);
-    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+    if constexpr (Pipeline::kSplitKV) {
+      __syncthreads();  // the single K/V buffer is refilled at the top of the next iteration
+    }
   }
 
-  ptx::cp_async_wait<0>();  // Q (and empty groups) when no tile was visible
-  float lse[kRowsPerThread];
-  softmax.finalize(output, args.softmax_scale, lse);
+  // With no visible tile, Q's copies (issued by every thread into every warp's rows) may still
+  // be landing where the epilogue stages O: drain them block-wide first.
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  float lse[Config::kRowTiles][kRowsPerThread];
+#pragma unroll
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+    softmax[rt].finalize(output[rt], args.softmax_scale, lse[rt]);
+  }
   write_output<Config>(output, lse, q_tile, warp_first_row, first_query + warp_first_row, args,
                        o_head, lse_head, lane);
 #endif

@@ -12,32 +12,77 @@
 
 namespace flashmma {
 
-// One [Rows, HeadDim] tile of a [seqlen, head_dim] matrix, starting at row `first_row`, into
-// shared memory. Rows at or past `seqlen` and columns at or past `head_dim` are zero-filled, so
-// partial tiles and head-dim padding contribute nothing to either GEMM. Every thread of the block
-// calls this; consecutive threads copy consecutive 16-byte chunks of a row (coalesced).
-// The copies are only issued: the caller commits and waits.
-template <class Config, int Rows, class Element>
-FLASHMMA_DEVICE void load_tile_async(Element* smem_tile, const Element* matrix, int64_t row_stride,
-                                     int64_t first_row, int64_t seqlen, int head_dim) {
+// Block-wide copy of [Rows, HeadDim] tiles of a [seqlen, head_dim] matrix into shared memory.
+//
+// Thread t copies the 16-byte chunks t, t + kThreads, t + 2 kThreads, ... of the tile, so
+// consecutive threads copy consecutive chunks of a row (coalesced). When kThreads is a multiple
+// of the chunks per row, a thread keeps one column and steps down kRowStep rows at a time: its
+// shared-memory offsets are then one base plus compile-time constants (row % 8, and so the
+// swizzle, is unchanged by the step) and its global addresses one base plus multiples of
+// kRowStep * row_stride. The per-thread part is computed once per kernel, not per tile.
+//
+// Rows at or past the end of the sequence and columns at or past head_dim are zero-filled, so
+// partial tiles and head-dim padding contribute nothing to either GEMM. The copies are only
+// issued: the caller commits and waits.
+template <class Config, int Rows>
+class TileCopy {
   using Layout = typename Config::layout;
-  constexpr int kChunks = Rows * Config::kChunksPerRow;
-  constexpr int kChunksPerThread = (kChunks + Config::kThreads - 1) / Config::kThreads;
-#pragma unroll
-  for (int i = 0; i < kChunksPerThread; ++i) {
-    const int chunk_index = static_cast<int>(threadIdx.x) + i * Config::kThreads;
-    if (kChunks % Config::kThreads != 0 && chunk_index >= kChunks) break;
-    const int row = chunk_index / Config::kChunksPerRow;
-    const int col = (chunk_index % Config::kChunksPerRow) * kElementsPerChunk;
-    const int64_t global_row = first_row + row;
-    const bool in_bounds = global_row < seqlen && col < head_dim;
-    const Element* source = in_bounds ? matrix + global_row * row_stride + col : matrix;
-    ptx::cp_async_cg_16(ptx::smem_address(smem_tile + Layout::offset(row, col)), source,
-                        in_bounds);
-  }
-}
+  static constexpr int kChunks = Rows * Config::kChunksPerRow;
+  static constexpr bool kFixedColumn = Config::kThreads % Config::kChunksPerRow == 0;
+  static constexpr int kRowStep = kFixedColumn ? Config::kThreads / Config::kChunksPerRow : 0;
+  static constexpr int kChunksPerThread = (kChunks + Config::kThreads - 1) / Config::kThreads;
 
-// The warp's 16 rows of a staged output tile, from shared memory to global memory in 16-byte
+ public:
+  FLASHMMA_DEVICE TileCopy(int64_t row_stride, int head_dim) : row_stride_(row_stride) {
+    const int thread = static_cast<int>(threadIdx.x);
+    first_row_ = thread / Config::kChunksPerRow;
+    column_ = (thread % Config::kChunksPerRow) * kElementsPerChunk;
+    column_in_bounds_ = column_ < head_dim;
+    head_dim_ = head_dim;
+  }
+
+  // Copies rows [first_row, first_row + Rows) of `matrix`; only the first `rows_left` of them
+  // exist (rows_left may exceed Rows).
+  template <class Element>
+  FLASHMMA_DEVICE void issue(Element* smem_tile, const Element* matrix, int64_t first_row,
+                             int64_t rows_left) const {
+    if constexpr (kFixedColumn) {
+      const Element* source = matrix + (first_row + first_row_) * row_stride_ + column_;
+      Element* const destination = smem_tile + Layout::offset(first_row_, column_);
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        const int row = first_row_ + i * kRowStep;
+        if (Rows % kRowStep != 0 && row >= Rows) break;
+        const bool in_bounds = column_in_bounds_ && row < rows_left;
+        ptx::cp_async_cg_16(
+            ptx::smem_address(destination + i * kRowStep * Layout::kRowStride),
+            in_bounds ? source : matrix, in_bounds);
+        source += kRowStep * row_stride_;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        const int chunk = static_cast<int>(threadIdx.x) + i * Config::kThreads;
+        if (kChunks % Config::kThreads != 0 && chunk >= kChunks) break;
+        const int row = chunk / Config::kChunksPerRow;
+        const int column = (chunk % Config::kChunksPerRow) * kElementsPerChunk;
+        const bool in_bounds = column < head_dim_ && row < rows_left;
+        const Element* source = matrix + (first_row + row) * row_stride_ + column;
+        ptx::cp_async_cg_16(ptx::smem_address(smem_tile + Layout::offset(row, column)),
+                            in_bounds ? source : matrix, in_bounds);
+      }
+    }
+  }
+
+ private:
+  int64_t row_stride_;
+  int first_row_;
+  int column_;
+  int head_dim_;
+  bool column_in_bounds_;
+};
+
+// The warp's kRowsPerWarp rows of a staged output tile, from shared memory to global memory in 16-byte
 // stores (each row is written by consecutive lanes: coalesced). Rows at or past `seqlen` and
 // columns at or past `head_dim` are not written.
 template <class Config, class Element>
@@ -45,8 +90,7 @@ FLASHMMA_DEVICE void store_warp_rows(const Element* smem_tile, int first_tile_ro
                                      int64_t row_stride, int64_t first_row, int64_t seqlen,
                                      int head_dim) {
   using Layout = typename Config::layout;
-  constexpr int kRows = 16;
-  constexpr int kChunks = kRows * Config::kChunksPerRow;
+  constexpr int kChunks = Config::kRowsPerWarp * Config::kChunksPerRow;
   constexpr int kWarpSize = 32;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 #pragma unroll
