@@ -51,25 +51,32 @@ struct ForwardKernelArgs {
   bool causal;
 };
 
-// The K/V pipeline. Two schedules, chosen by Stages:
+// The K/V pipeline. Three schedules, chosen by Stages:
 //
-//  Stages == 1 (one K and one V buffer): K_j and V_j are separate cp.async groups issued at the
-//    top of iteration j; Q K_j^T runs while V_j is still landing. Three barriers per tile: K
-//    visible, V visible, and the buffers free again before the next iteration refills them.
+//  Stages == 1 ("split", one K and one V buffer): K_j and V_j are separate cp.async groups
+//    issued at the top of iteration j; Q K_j^T runs while V_j is still landing. Three barriers
+//    per tile: K visible, V visible, and the buffers free again before the next refill.
 //
-//  Stages >= 2 (a ring of Stages K/V buffer pairs): one group per tile, issued
-//    kPrefetch = Stages - 1 tiles ahead. One barrier per tile: after it, tile j is visible to
-//    every warp AND every warp has finished tile j - 1, whose buffers are refilled right away
-//    with tile j + kPrefetch.
+//  Stages == 2 ("ring", two K/V buffer pairs): one group per tile, issued one tile ahead. One
+//    barrier per tile: after it, tile j is visible to every warp AND every warp has finished
+//    tile j - 1, whose buffers are refilled right away with tile j + 1.
+//
+//  Stages >= 3 ("overlapped", a ring of Stages pairs): as the ring, issued Stages - 1 tiles
+//    ahead, and Q K_{j+1}^T is issued before the softmax of tile j, so the tensor cores work
+//    on the next scores while the FP32 and MUFU units exponentiate the current ones. Costs a
+//    second set of score registers.
 //
 // Past the last tile empty groups are committed, so the wait depths stay compile-time constants.
 template <class Config>
 struct KVPipeline {
   static constexpr bool kSplitKV = Config::kStages == 1;
+  static constexpr bool kOverlapped = Config::kStages >= 3;
   static constexpr int kPrefetch = Config::kStages - 1;
   // Groups still allowed in flight when the current tile's data must have landed.
   static constexpr int kPendingAfterK = kSplitKV ? 1 : kPrefetch - 1;
   static constexpr int kPendingAfterV = kSplitKV ? 0 : kPrefetch - 1;
+  // Overlapped schedule: in iteration j, tile j + 1 must have landed.
+  static constexpr int kPendingForNext = kOverlapped ? kPrefetch - 2 : 0;
 };
 
 // Issues the copies of K/V tile `tile` (nothing past the last one) into one pipeline stage.
@@ -111,6 +118,24 @@ FLASHMMA_DEVICE void apply_mask(ScoreFragments<Config>& scores, const AttentionM
         }
       }
     }
+  }
+}
+
+// Scores of one tile to unnormalized probabilities: the mask where the tile needs it, then the
+// online softmax of every row tile (which also rescales O).
+template <class Config>
+FLASHMMA_DEVICE void mask_and_softmax(ScoreFragments<Config>& scores,
+                                      OutputFragments<Config>& output,
+                                      OnlineSoftmax (&softmax)[Config::kRowTiles],
+                                      const AttentionMask& mask, int64_t first_query,
+                                      int warp_first_row, int tile, float scale_log2, int lane) {
+  const int64_t first_key = static_cast<int64_t>(tile) * Config::kBlockN;
+  if (mask.tile_needs_mask(first_query, first_key, Config::kBlockN)) {
+    apply_mask<Config>(scores, mask, first_query + warp_first_row, first_key, lane);
+  }
+#pragma unroll
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+    softmax[rt].update(scores[rt], output[rt], scale_log2);
   }
 }
 
@@ -211,43 +236,75 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
 #pragma unroll
   for (int rt = 0; rt < Config::kRowTiles; ++rt) softmax[rt].init();
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    const int stage = tile % Config::kStages;
-    const Element* const k_tile = k_stages + stage * Config::kKVTileElements;
-    const Element* const v_tile = v_stages + stage * Config::kKVTileElements;
-    const int64_t first_key = static_cast<int64_t>(tile) * Config::kBlockN;
+  const auto k_tile_of = [&](int tile) {
+    return k_stages + (tile % Config::kStages) * Config::kKVTileElements;
+  };
+  const auto v_tile_of = [&](int tile) {
+    return v_stages + (tile % Config::kStages) * Config::kKVTileElements;
+  };
+  const float scale_log2 = args.softmax_scale_log2;
 
-    if constexpr (Pipeline::kSplitKV) {
-      issue_kv_tile<Config>(0, k_stages, v_stages, k_copy, v_copy, k_head, v_head, args.seqlen_k,
-                            tile, num_tiles);
+  if constexpr (Pipeline::kOverlapped) {
+    ScoreFragments<Config> scores;
+    if (num_tiles > 0) {
+      ptx::cp_async_wait<Pipeline::kPendingAfterK>();
+      __syncthreads();
+      if constexpr (Config::kQInRegisters) {
+        load_q_fragments<Config>(q_registers, q_tile, warp_first_row, lane);
+      }
+      compute_scores<Config>(scores, q_registers, q_tile, k_tile_of(0), warp_first_row, lane);
     }
-    ptx::cp_async_wait<Pipeline::kPendingAfterK>();
-    __syncthreads();
-    if constexpr (!Pipeline::kSplitKV) {
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      ptx::cp_async_wait<Pipeline::kPendingForNext>();
+      __syncthreads();  // tile + 1 visible; every warp is done with tile - 1's buffers
       const int ahead = tile + Pipeline::kPrefetch;
       issue_kv_tile<Config>(ahead % Config::kStages, k_stages, v_stages, k_copy, v_copy, k_head,
                             v_head, args.seqlen_k, ahead, num_tiles);
-    }
-    if constexpr (Config::kQInRegisters) {
-      if (tile == 0) load_q_fragments<Config>(q_registers, q_tile, warp_first_row, lane);
-    }
-    ScoreFragments<Config> scores;
-    compute_scores<Config>(scores, q_registers, q_tile, k_tile, warp_first_row, lane);
-    if (mask.tile_needs_mask(first_query, first_key, Config::kBlockN)) {
-      apply_mask<Config>(scores, mask, first_query + warp_first_row, first_key, lane);
-    }
+      ScoreFragments<Config> next_scores;
+      if (tile + 1 < num_tiles) {
+        compute_scores<Config>(next_scores, q_registers, q_tile, k_tile_of(tile + 1),
+                               warp_first_row, lane);
+      }
+      mask_and_softmax<Config>(scores, output, softmax, mask, first_query, warp_first_row, tile,
+                               scale_log2, lane);
+      accumulate_output<Config>(output, scores, v_tile_of(tile), lane);
 #pragma unroll
-    for (int rt = 0; rt < Config::kRowTiles; ++rt) {
-      softmax[rt].update(scores[rt], output[rt], args.softmax_scale_log2);
+      for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+#pragma unroll
+        for (int t = 0; t < Config::kScoreTiles; ++t) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) scores[rt][t][i] = next_scores[rt][t][i];
+        }
+      }
     }
-
-    if constexpr (Pipeline::kSplitKV) {
-      ptx::cp_async_wait<Pipeline::kPendingAfterV>();
+  } else {
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      if constexpr (Pipeline::kSplitKV) {
+        issue_kv_tile<Config>(0, k_stages, v_stages, k_copy, v_copy, k_head, v_head,
+                              args.seqlen_k, tile, num_tiles);
+      }
+      ptx::cp_async_wait<Pipeline::kPendingAfterK>();
       __syncthreads();
-    }
-    accumulate_output<Config>(output, scores, v_tile, lane);
-    if constexpr (Pipeline::kSplitKV) {
-      __syncthreads();  // the single K/V buffer is refilled at the top of the next iteration
+      if constexpr (!Pipeline::kSplitKV) {
+        const int ahead = tile + Pipeline::kPrefetch;
+        issue_kv_tile<Config>(ahead % Config::kStages, k_stages, v_stages, k_copy, v_copy,
+                              k_head, v_head, args.seqlen_k, ahead, num_tiles);
+      }
+      if constexpr (Config::kQInRegisters) {
+        if (tile == 0) load_q_fragments<Config>(q_registers, q_tile, warp_first_row, lane);
+      }
+      ScoreFragments<Config> scores;
+      compute_scores<Config>(scores, q_registers, q_tile, k_tile_of(tile), warp_first_row, lane);
+      mask_and_softmax<Config>(scores, output, softmax, mask, first_query, warp_first_row, tile,
+                               scale_log2, lane);
+      if constexpr (Pipeline::kSplitKV) {
+        ptx::cp_async_wait<Pipeline::kPendingAfterV>();
+        __syncthreads();
+      }
+      accumulate_output<Config>(output, scores, v_tile_of(tile), lane);
+      if constexpr (Pipeline::kSplitKV) {
+        __syncthreads();  // the single K/V buffer is refilled at the top of the next iteration
+      }
     }
   }
 

@@ -42,6 +42,8 @@ struct OnlineSoftmax {
   template <int kScoreTiles, int kOutputTiles>
   FLASHMMA_DEVICE void update(float (&scores)[kScoreTiles][4], float (&output)[kOutputTiles][4],
                               float scale_log2) {
+    float correction[kRowsPerThread];
+    bool max_changed = false;
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       float tile_max = -INFINITY;
@@ -51,9 +53,10 @@ struct OnlineSoftmax {
       }
       tile_max = ptx::quad_max(tile_max);
       const float new_max = fmaxf(row_max[r], tile_max);
+      max_changed |= new_max != row_max[r];
       const float reference = new_max == -INFINITY ? 0.f : new_max * scale_log2;
       // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0.
-      const float correction = ptx::ex2_approx(row_max[r] * scale_log2 - reference);
+      correction[r] = ptx::ex2_approx(row_max[r] * scale_log2 - reference);
       row_max[r] = new_max;
 
       float tile_sum = 0.f;
@@ -66,11 +69,16 @@ struct OnlineSoftmax {
           tile_sum += p;
         }
       }
-      row_sum[r] = fmaf(row_sum[r], correction, tile_sum);
+      row_sum[r] = fmaf(row_sum[r], correction[r], tile_sum);
+    }
+    // Once the maxima settle (after the first few tiles of a long row) no row of the warp moves
+    // and the O rescale (HeadDim / 2 multiplies per row tile) is skipped; the vote keeps the
+    // branch warp-uniform.
+    if (__any_sync(ptx::kFullWarpMask, max_changed)) {
 #pragma unroll
       for (int t = 0; t < kOutputTiles; ++t) {
-        output[t][2 * r] *= correction;
-        output[t][2 * r + 1] *= correction;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) output[t][i] *= correction[i / 2];
       }
     }
   }

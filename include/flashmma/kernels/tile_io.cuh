@@ -16,10 +16,11 @@ namespace flashmma {
 //
 // Thread t copies the 16-byte chunks t, t + kThreads, t + 2 kThreads, ... of the tile, so
 // consecutive threads copy consecutive chunks of a row (coalesced). When kThreads is a multiple
-// of the chunks per row, a thread keeps one column and steps down kRowStep rows at a time: its
-// shared-memory offsets are then one base plus compile-time constants (row % 8, and so the
-// swizzle, is unchanged by the step) and its global addresses one base plus multiples of
-// kRowStep * row_stride. The per-thread part is computed once per kernel, not per tile.
+// of the chunks per row, a thread keeps one column and steps down kRowStep rows at a time, so
+// its global addresses are one base plus multiples of kRowStep * row_stride. Its shared-memory
+// offsets are one base plus compile-time constants too when the step keeps row % 8 (and so the
+// swizzle) unchanged, or the rows are padded; otherwise each is computed from its row. The
+// per-thread part is computed once per kernel, not per tile.
 //
 // Rows at or past the end of the sequence and columns at or past head_dim are zero-filled, so
 // partial tiles and head-dim padding contribute nothing to either GEMM. The copies are only
@@ -31,6 +32,8 @@ class TileCopy {
   static constexpr bool kFixedColumn = Config::kThreads % Config::kChunksPerRow == 0;
   static constexpr int kRowStep = kFixedColumn ? Config::kThreads / Config::kChunksPerRow : 0;
   static constexpr int kChunksPerThread = (kChunks + Config::kThreads - 1) / Config::kThreads;
+  static constexpr bool kAffineSmem = Config::kSmemLayout == SmemLayout::kPaddedRows ||
+                                      kRowStep % kChunksPerSwizzleGroup == 0;
 
  public:
   FLASHMMA_DEVICE TileCopy(int64_t row_stride, int head_dim) : row_stride_(row_stride) {
@@ -54,9 +57,11 @@ class TileCopy {
         const int row = first_row_ + i * kRowStep;
         if (Rows % kRowStep != 0 && row >= Rows) break;
         const bool in_bounds = column_in_bounds_ && row < rows_left;
-        ptx::cp_async_cg_16(
-            ptx::smem_address(destination + i * kRowStep * Layout::kRowStride),
-            in_bounds ? source : matrix, in_bounds);
+        Element* const chunk_destination =
+            kAffineSmem ? destination + i * kRowStep * Layout::kRowStride
+                        : smem_tile + Layout::offset(row, column_);
+        ptx::cp_async_cg_16(ptx::smem_address(chunk_destination), in_bounds ? source : matrix,
+                            in_bounds);
         source += kRowStep * row_stride_;
       }
     } else {

@@ -22,27 +22,33 @@ constexpr int kernel_head_dim_for(int64_t head_dim) {
   return 0;
 }
 
-// Tile choice per head dim, shared by fp16 and bf16 (same operand width, same mma rate).
-//  - up to 128: 8 warps x 16 rows = 128 query rows, 64 keys a step. Q stays in registers.
-//  - 160, 192: 4 warps, 64 keys a step: O takes up to 96 registers a thread.
-//  - 224, 256: 4 warps, 32 keys a step: O takes up to 128 registers a thread.
+// Tile choice per head dim, shared by fp16 and bf16 (same operand width, same mma rate), picked
+// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md):
+//  - 32 to 96: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
+//    memory feeds two mma), 64 keys a step (128 for d = 32).
+//  - 128: 4 warps x 16 rows, 64 keys a step, two blocks per SM (registers capped at 255 / 2).
+//  - 160 to 224: 8 warps x 16 rows, 64 keys a step (32 for d = 224).
+//  - 256: 4 warps x 16 rows, 32 keys a step, two blocks per SM.
+// Every default fits the 163 KB of shared memory an A100 (sm_80) grants a block; the 128-row
+// d = 256 tile was faster on an H200 but needs 192 KB.
 // Head dims that are multiples of 64 use the XOR swizzle, the others padded rows.
 template <class Element, int HeadDim>
 struct DefaultConfig;
 
-#define FLASHMMA_DEFAULT_CONFIG(DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, LAYOUT)                    \
+#define FLASHMMA_DEFAULT_CONFIG(DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, LAYOUT, MIN_BLOCKS)         \
   template <class Element>                                                                       \
   struct DefaultConfig<Element, DIM> {                                                           \
-    using type = TileConfig<Element, DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SmemLayout::LAYOUT>;  \
+    using type =                                                                                 \
+        TileConfig<Element, DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SmemLayout::LAYOUT, MIN_BLOCKS>; \
   };
-FLASHMMA_DEFAULT_CONFIG(32, 128, 64, 8, 2, kPaddedRows)
-FLASHMMA_DEFAULT_CONFIG(64, 128, 64, 8, 2, kXorSwizzle)
-FLASHMMA_DEFAULT_CONFIG(96, 128, 64, 8, 2, kPaddedRows)
-FLASHMMA_DEFAULT_CONFIG(128, 128, 64, 8, 2, kXorSwizzle)
-FLASHMMA_DEFAULT_CONFIG(160, 64, 64, 4, 2, kPaddedRows)
-FLASHMMA_DEFAULT_CONFIG(192, 64, 64, 4, 2, kXorSwizzle)
-FLASHMMA_DEFAULT_CONFIG(224, 64, 32, 4, 2, kPaddedRows)
-FLASHMMA_DEFAULT_CONFIG(256, 64, 32, 4, 2, kXorSwizzle)
+FLASHMMA_DEFAULT_CONFIG(32, 128, 128, 4, 2, kPaddedRows, 1)
+FLASHMMA_DEFAULT_CONFIG(64, 128, 64, 4, 2, kXorSwizzle, 1)
+FLASHMMA_DEFAULT_CONFIG(96, 128, 64, 4, 2, kPaddedRows, 1)
+FLASHMMA_DEFAULT_CONFIG(128, 64, 64, 4, 2, kXorSwizzle, 2)
+FLASHMMA_DEFAULT_CONFIG(160, 128, 64, 8, 2, kPaddedRows, 1)
+FLASHMMA_DEFAULT_CONFIG(192, 128, 64, 8, 2, kXorSwizzle, 1)
+FLASHMMA_DEFAULT_CONFIG(224, 128, 32, 8, 2, kPaddedRows, 1)
+FLASHMMA_DEFAULT_CONFIG(256, 64, 32, 4, 2, kXorSwizzle, 2)
 #undef FLASHMMA_DEFAULT_CONFIG
 
 template <class Element, int HeadDim>
