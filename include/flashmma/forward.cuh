@@ -35,7 +35,7 @@ inline Status cuda_status(cudaError_t error, const char* what) {
 }  // namespace detail
 
 // Reads what validate_for_device() needs from the current device.
-inline Status query_device(DeviceInfo& info) {
+[[nodiscard]] inline Status query_device(DeviceInfo& info) {
   int device = 0;
   if (Status s = detail::cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
   int major = 0, minor = 0, smem_optin = 0;
@@ -100,7 +100,7 @@ ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardP
 }
 
 template <class Config>
-Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
+[[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
   const KernelRequirements req = kernel_requirements<Config>();
   if (Status s = validate_params(params); !s) return s;
@@ -159,10 +159,10 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 // element types (16 kernels); call forward<Config> to compile just one. It is a template only so
 // that merely including this header instantiates nothing.
 template <int kUnused = 0>
-Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
+[[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;
-  return params.dtype == ScalarType::kFloat16 ? detail::forward_default<__half>(params, stream)
-                                              : detail::forward_default<__nv_bfloat16>(params, stream);
+  if (params.dtype == ScalarType::kFloat16) return detail::forward_default<__half>(params, stream);
+  return detail::forward_default<__nv_bfloat16>(params, stream);
 }
 
 }  // namespace flashmma

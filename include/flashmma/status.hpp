@@ -15,8 +15,9 @@ enum class ErrorCode : int {
 };
 
 // A small value type: no exceptions cross the library boundary, so the library can be used from
-// engines built with -fno-exceptions. [[nodiscard]] so that errors are not dropped silently.
-class [[nodiscard]] Status {
+// engines built with -fno-exceptions. The functions that return it are [[nodiscard]], so errors
+// are not dropped silently. (The class itself is not: nvcc then warns on `status = f();`.)
+class Status {
  public:
   Status() = default;
   static Status success() { return Status(); }

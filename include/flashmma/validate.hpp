@@ -90,7 +90,7 @@ inline Status check_tensor(const char* name, const void* ptr, const TensorStride
 }  // namespace detail
 
 // Checks the call alone: pointers, sizes, strides, scale, mask.
-inline Status validate_params(const ForwardParams& p) {
+[[nodiscard]] inline Status validate_params(const ForwardParams& p) {
   if (p.dtype != ScalarType::kFloat16 && p.dtype != ScalarType::kBFloat16) {
     return detail::invalid("dtype must be ScalarType::kFloat16 or ScalarType::kBFloat16");
   }
@@ -148,7 +148,8 @@ inline Status validate_params(const ForwardParams& p) {
 }
 
 // Checks that a kernel configuration can serve the call.
-inline Status validate_for_kernel(const ForwardParams& p, const KernelRequirements& kernel) {
+[[nodiscard]] inline Status validate_for_kernel(const ForwardParams& p,
+                                              const KernelRequirements& kernel) {
   if (p.dtype != kernel.dtype) {
     return detail::invalid(std::string("dtype is ") + scalar_type_name(p.dtype) +
                            " but the config was built for " + scalar_type_name(kernel.dtype));
@@ -166,7 +167,8 @@ inline Status validate_for_kernel(const ForwardParams& p, const KernelRequiremen
 }
 
 // Checks that the device can run the kernel.
-inline Status validate_for_device(const DeviceInfo& device, const KernelRequirements& kernel) {
+[[nodiscard]] inline Status validate_for_device(const DeviceInfo& device,
+                                              const KernelRequirements& kernel) {
   if (device.compute_capability < kernel.min_compute_capability) {
     std::ostringstream os;
     os << "the device has compute capability " << device.compute_capability / 10 << "."
@@ -186,7 +188,7 @@ inline Status validate_for_device(const DeviceInfo& device, const KernelRequirem
 }
 
 // All of the above, in order.
-inline Status validate(const ForwardParams& p, const KernelRequirements& kernel,
+[[nodiscard]] inline Status validate(const ForwardParams& p, const KernelRequirements& kernel,
                        const DeviceInfo& device) {
   if (Status s = validate_params(p); !s) return s;
   if (Status s = validate_for_kernel(p, kernel); !s) return s;

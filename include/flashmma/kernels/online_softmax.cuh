@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Online softmax over the key tiles, for the rows one thread holds in mma C fragments.
 //
-// A thread holds two query rows of its warp's 16 (rows group and group + 8, see
+// Per m16 row tile a thread holds two query rows (rows group and group + 8 of the tile, see
 // traits/fragment_map.hpp): registers 0,1 of every accumulator tile belong to the first, 2,3 to
 // the second. Each row keeps a running max m (of raw scores) and a running sum l of
 // exp(scale * (s - m)); when a tile raises m, the sum and the O accumulator are rescaled by
@@ -23,7 +23,7 @@ namespace flashmma {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
-inline constexpr int kRowsPerThread = 2;  // rows group and group + 8 of the warp's 16
+inline constexpr int kRowsPerThread = 2;  // rows group and group + 8 of an m16 row tile
 
 struct OnlineSoftmax {
   float row_max[kRowsPerThread];

@@ -87,9 +87,9 @@ class TileCopy {
   bool column_in_bounds_;
 };
 
-// The warp's kRowsPerWarp rows of a staged output tile, from shared memory to global memory in 16-byte
-// stores (each row is written by consecutive lanes: coalesced). Rows at or past `seqlen` and
-// columns at or past `head_dim` are not written.
+// The warp's kRowsPerWarp rows of a staged output tile, from shared memory to global memory in
+// 16-byte stores (each row is written by consecutive lanes: coalesced). Rows at or past `seqlen`
+// and columns at or past `head_dim` are not written.
 template <class Config, class Element>
 FLASHMMA_DEVICE void store_warp_rows(const Element* smem_tile, int first_tile_row, Element* matrix,
                                      int64_t row_stride, int64_t first_row, int64_t seqlen,

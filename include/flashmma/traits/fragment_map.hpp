@@ -42,7 +42,8 @@ FLASHMMA_HOST_DEVICE constexpr Coord c_coord(int lane, int reg) {
 
 // Element `half_index` (0 or 1) of A register `reg` (0..3): (row, k).
 FLASHMMA_HOST_DEVICE constexpr Coord a_coord(int lane, int reg, int half_index) {
-  return Coord{lane_group(lane) + 8 * (reg % 2), 8 * (reg / 2) + 2 * lane_in_quad(lane) + half_index};
+  return Coord{lane_group(lane) + 8 * (reg % 2),
+               8 * (reg / 2) + 2 * lane_in_quad(lane) + half_index};
 }
 
 // Element `half_index` (0 or 1) of B register `reg` (0..1): (k, col).

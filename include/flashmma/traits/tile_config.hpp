@@ -43,7 +43,8 @@ struct TileConfig {
                 "BlockN must be a positive multiple of 16: P V consumes keys in k16 steps");
   static_assert(Stages >= 1 && Stages <= 4, "Stages must be between 1 and 4");
   static_assert(MinBlocksPerSm >= 1 && MinBlocksPerSm * Warps <= 64,
-                "MinBlocksPerSm must be >= 1, and MinBlocksPerSm * Warps at most 64 (warps per SM)");
+                "MinBlocksPerSm must be >= 1, and MinBlocksPerSm * Warps at most 64 "
+                "(warps per SM)");
 
   using element_type = Element;
   using arch_tag = Arch;
@@ -77,7 +78,7 @@ struct TileConfig {
   // for each row tile.
   static constexpr int kAccumulatorRegisters = 4 * kRowTiles * (kOutputTiles + kScoreTiles);
   // Keeping Q's fragments in registers saves one ldmatrix per k16 slice per K tile; it costs
-  // 2 * HeadDim registers per row tile, affordable up to 128 of them.
+  // HeadDim / 4 32-bit registers per thread per row tile, affordable up to 32 of them.
   static constexpr bool kQInRegisters = kRowTiles * HeadDim <= 128;
 
   // 16-byte chunks per tile row, and how many of them each thread copies per tile.
