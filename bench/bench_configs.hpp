@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// The kernel configurations flashmma_bench can run, by name, defined once.
+//
+//   "default"                  the config flashmma::forward(params) picks for the head dim;
+//   "d128_m128_n64_w8_s2_swz"  a TileShape below: HeadDim, BlockM, BlockN, Warps, Stages, the
+//                              shared-memory layout ("swz" XOR swizzle, "pad" padded rows) and,
+//                              when above 1, MinBlocksPerSm ("_b2").
+//
+// Every entry compiles one kernel per element type, so the list stays short. To try another tile,
+// add one TileShape line to NamedShapes and rebuild.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "flashmma/params.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/smem_layout.hpp"
+#include "flashmma/traits/tile_config.hpp"
+
+namespace flashmma_bench {
+
+// One tile shape, instantiable for either element type.
+template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, flashmma::SmemLayout Layout,
+          int MinBlocksPerSm = 1>
+struct TileShape {
+  template <class Element>
+  using Config = flashmma::TileConfig<Element, HeadDim, BlockM, BlockN, Warps, Stages, Layout,
+                                      MinBlocksPerSm>;
+
+  static std::string name() {
+    return "d" + std::to_string(HeadDim) + "_m" + std::to_string(BlockM) + "_n" +
+           std::to_string(BlockN) + "_w" + std::to_string(Warps) + "_s" +
+           std::to_string(Stages) + (Layout == flashmma::SmemLayout::kXorSwizzle ? "_swz" : "_pad") +
+           (MinBlocksPerSm > 1 ? "_b" + std::to_string(MinBlocksPerSm) : std::string());
+  }
+};
+
+inline constexpr flashmma::SmemLayout kSwizzle = flashmma::SmemLayout::kXorSwizzle;
+
+// The named configurations (besides "default"): neighbours of the defaults, to see what BlockN,
+// Stages, and two m16 row tiles per warp (BlockM = 32 * Warps) are worth.
+using NamedShapes = std::tuple<TileShape<64, 128, 128, 8, 2, kSwizzle>,
+                               TileShape<128, 128, 64, 8, 2, kSwizzle>,
+                               TileShape<128, 128, 32, 8, 2, kSwizzle>,
+                               TileShape<128, 128, 64, 8, 3, kSwizzle>,
+                               TileShape<128, 128, 64, 4, 2, kSwizzle>,
+                               TileShape<256, 128, 32, 8, 2, kSwizzle>>;
+
+inline constexpr std::size_t kDefaultCount = std::size(flashmma::kSupportedHeadDims);
+inline constexpr std::size_t kNamedCount = std::tuple_size_v<NamedShapes>;
+// Entries per element type: one default per supported head dim, then the named shapes.
+inline constexpr std::size_t kEntryCount = kDefaultCount + kNamedCount;
+
+inline constexpr const char* kDefaultName = "default";
+
+using LaunchFn = flashmma::Status (*)(const flashmma::ForwardParams&, cudaStream_t);
+
+// One compiled kernel the benchmark can launch.
+struct ConfigEntry {
+  std::string name;  // kDefaultName or TileShape::name()
+  flashmma::ScalarType dtype = flashmma::ScalarType::kFloat16;
+  int head_dim = 0;  // the kernel's HeadDim: serves any head dim up to it
+  int block_m = 0;
+  int block_n = 0;
+  int warps = 0;
+  int stages = 0;
+  int min_blocks_per_sm = 0;
+  std::size_t smem_bytes = 0;
+  LaunchFn launch = nullptr;  // flashmma::forward<Config>
+};
+
+// The entries with index % Shards == Shard for one element type. Defined in bench_kernels.cuh
+// and instantiated by one generated translation unit per (element type, shard), so that a
+// parallel build compiles the kernels side by side (bench/CMakeLists.txt).
+template <class Element, int Shard, int Shards>
+std::vector<ConfigEntry> config_shard();
+
+}  // namespace flashmma_bench

@@ -1,0 +1,935 @@
+// SPDX-License-Identifier: Apache-2.0
+// flashmma_bench: times flashmma's forward pass on the GPU.
+//
+//   flashmma_bench --preset fa2 --dtype both --format csv --out fa2.csv
+//   flashmma_bench --shapes "b=4,h=16,sq=4096,sk=4096,d=128;b=1,h=32,sq=1,sk=16384,d=128" \
+//                  --mask none --gqa 4 --config d128_m128_n32_w8_s2_swz
+//
+// How it times (the project's rules): one pair of CUDA events around each launch, a warm-up, the
+// median and minimum of the timed launches, inputs drawn from a normal distribution (never zeros),
+// and enough input sets, used in turn, that one launch never finds the previous one's data in L2.
+// Every Status and every CUDA call is checked. O is poisoned with NaN before the runs and checked
+// afterwards, so a row whose kernel left anything unwritten or non-finite is reported as failed.
+//
+// Throughput follows FlashAttention's convention: FLOPs = 4 * B * Hq * Sq * Sk * d, halved for a
+// causal mask when Sq == Sk. For a causal mask with Sq != Sk the visible (query, key) pairs are
+// counted exactly instead. Rows with Sq <= 128 also report bandwidth: the bytes of Q, K, V read
+// once and O written once, over the median time.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bench_configs.hpp"
+#include "flashmma/params.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/element.hpp"
+
+namespace flashmma_bench {
+namespace {
+
+constexpr std::size_t kMinRotationBytes = 120u * 1000u * 1000u;  // 2 x the H200's 60 MB of L2
+constexpr int kMaxInputSets = 4096;
+constexpr std::size_t kSetAlignment = 256;   // bytes between the starts of two input sets
+constexpr int64_t kBandwidthMaxSeqlenQ = 128;  // rows this short are memory-bound: report GB/s
+constexpr int kFillThreads = 256;
+constexpr int kFillBlocks = 4096;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+// A CUDA runtime error: fatal, since the context may be unusable after it.
+struct CudaFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A device allocation that did not fit: the case fails, the run goes on.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A wrong command line: reported with the usage hint, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check_cuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) {
+    throw CudaFailure(std::string(what) + " failed: " + cudaGetErrorName(error) + " (" +
+                      cudaGetErrorString(error) + ")");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device helpers: owned buffers, random fill, output check
+
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    const cudaError_t error = cudaMalloc(&data_, bytes);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it and let the next case try
+      throw OutOfMemory("cudaMalloc of " + std::to_string(bytes) + " bytes: out of memory");
+    }
+    check_cuda(error, "cudaMalloc");
+  }
+  ~DeviceBuffer() { cudaFree(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class EventPair {
+ public:
+  EventPair() {
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+  float elapsed_ms() const {
+    float ms = 0.f;
+    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+template <class Element>
+__device__ __forceinline__ Element from_float(float x);
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Standard normal values (Box-Muller over a counter-based hash): reproducible for a seed.
+template <class Element>
+__global__ void fill_normal(Element* data, int64_t count, uint64_t seed) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += step) {
+    const uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
+    const float u1 = static_cast<float>((bits >> 40) + 1) * 0x1p-24f;        // (0, 1]
+    const float u2 = static_cast<float>((bits >> 16) & 0xFFFFFFu) * 0x1p-24f;  // [0, 1)
+    data[i] = from_float<Element>(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
+  }
+}
+
+template <class Element>
+__global__ void count_non_finite(const Element* data, int64_t count,
+                                 unsigned long long* result) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += step) {
+    if (!isfinite(to_float(data[i]))) ++local;
+  }
+  if (local != 0) atomicAdd(result, local);
+}
+
+template <class Element>
+void fill_normal_on_device(void* data, int64_t count, uint64_t seed) {
+  fill_normal<Element><<<kFillBlocks, kFillThreads>>>(static_cast<Element*>(data), count, seed);
+  check_cuda(cudaGetLastError(), "launching fill_normal");
+}
+
+void fill_normal_on_device(flashmma::ScalarType dtype, void* data, int64_t count, uint64_t seed) {
+  if (dtype == flashmma::ScalarType::kFloat16) {
+    fill_normal_on_device<__half>(data, count, seed);
+  } else {
+    fill_normal_on_device<__nv_bfloat16>(data, count, seed);
+  }
+}
+
+uint64_t non_finite_count(flashmma::ScalarType dtype, const void* data, int64_t count) {
+  DeviceBuffer result(sizeof(unsigned long long));
+  check_cuda(cudaMemset(result.as<void>(), 0, sizeof(unsigned long long)), "cudaMemset");
+  if (dtype == flashmma::ScalarType::kFloat16) {
+    count_non_finite<<<kFillBlocks, kFillThreads>>>(static_cast<const __half*>(data), count,
+                                                    result.as<unsigned long long>());
+  } else {
+    count_non_finite<<<kFillBlocks, kFillThreads>>>(static_cast<const __nv_bfloat16*>(data),
+                                                    count, result.as<unsigned long long>());
+  }
+  check_cuda(cudaGetLastError(), "launching count_non_finite");
+  unsigned long long host = 0;
+  check_cuda(cudaMemcpy(&host, result.as<void>(), sizeof(host), cudaMemcpyDeviceToHost),
+             "cudaMemcpy");
+  return host;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What to run
+
+enum class Layout { kBshd, kBhsd };
+enum class OutputFormat { kTable, kCsv, kJson };
+
+struct Shape {
+  int64_t batch = 1;
+  int64_t heads_q = 1;
+  int64_t heads_kv = 0;  // 0: heads_q / --gqa
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  int64_t head_dim = 0;
+  int causal = -1;  // -1: from --mask; 0 or 1: fixed by the shape
+};
+
+struct Options {
+  std::vector<Shape> shapes;
+  std::string shapes_source = "preset fa2";
+  std::vector<flashmma::ScalarType> dtypes = {flashmma::ScalarType::kFloat16};
+  std::vector<bool> masks = {false, true};  // causal or not
+  std::string config = kDefaultName;
+  int64_t gqa = 1;
+  Layout layout = Layout::kBshd;
+  bool write_lse = true;
+  int warmup = 5;
+  int iters = 30;
+  OutputFormat format = OutputFormat::kTable;
+  std::string out_path;
+  bool list_configs = false;
+};
+
+// One benchmark row: a shape, a dtype and a mask.
+struct Case {
+  Shape shape;
+  flashmma::ScalarType dtype;
+  bool causal;
+};
+
+struct Result {
+  Case run;
+  std::string config;   // the resolved entry's name, e.g. "default(d128_m128_n64_w8_s2)"
+  std::string status;   // "ok", "skipped: ..." or "error: ..."
+  int input_sets = 0;
+  double ms_median = std::numeric_limits<double>::quiet_NaN();
+  double ms_min = std::numeric_limits<double>::quiet_NaN();
+  double tflops = std::numeric_limits<double>::quiet_NaN();       // at the median
+  double tflops_peak = std::numeric_limits<double>::quiet_NaN();  // at the minimum
+  double gbps = std::numeric_limits<double>::quiet_NaN();         // Sq <= 128 only
+};
+
+const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
+
+  --preset NAME     fa2 (default): d in {64,128,256}, N in {1k,2k,4k,8k,16k}, B*N = 16384,
+                    H*d = 2048, Sq = Sk = N; decode: b=16, h=32, d=128, sq in {1,64,128},
+                    sk in {4096,16384}
+  --shapes SPEC     instead of a preset: shapes separated by ';', each a list of key=value
+                    separated by ',': b, h (query heads), hkv, sq, sk, n (sq = sk = n), d,
+                    causal (0 or 1; else --mask applies). Example: "b=16,h=16,n=1024,d=128"
+  --dtype T         fp16 (default), bf16 or both
+  --mask M          none, causal or both (default)
+  --config NAME     default (the default config for the head dim; the default) or a named
+                    config, see --list-configs
+  --gqa R           heads_kv = heads_q / R (default 1) where a shape gives no hkv
+  --layout L        bshd (default, [batch, seq, heads, dim]) or bhsd
+  --no-lse          do not write the log-sum-exp (written by default, as training does)
+  --warmup N        launches before timing (default 5)
+  --iters N         timed launches (default 30); the median and minimum are reported
+  --format F        table (default), csv or json
+  --out FILE        write the results there (a table is still printed); default: stdout
+  --list-configs    print the configurations compiled in, then exit
+)";
+
+// ---------------------------------------------------------------------------------------------
+// Command line
+
+int64_t parse_int(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    throw UsageError(what + ": expected an integer, got '" + text + "'");
+  }
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+Shape parse_shape(const std::string& spec) {
+  Shape shape;
+  for (const std::string& item : split(spec, ',')) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) throw UsageError("shape item '" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq);
+    const int64_t value = parse_int(item.substr(eq + 1), "shape key " + key);
+    if (key == "b") {
+      shape.batch = value;
+    } else if (key == "h" || key == "hq") {
+      shape.heads_q = value;
+    } else if (key == "hkv") {
+      shape.heads_kv = value;
+    } else if (key == "sq") {
+      shape.seqlen_q = value;
+    } else if (key == "sk") {
+      shape.seqlen_k = value;
+    } else if (key == "n") {
+      shape.seqlen_q = shape.seqlen_k = value;
+    } else if (key == "d") {
+      shape.head_dim = value;
+    } else if (key == "causal") {
+      if (value != 0 && value != 1) throw UsageError("causal must be 0 or 1");
+      shape.causal = static_cast<int>(value);
+    } else {
+      throw UsageError("unknown shape key '" + key + "' (known: b, h, hkv, sq, sk, n, d, causal)");
+    }
+  }
+  if (shape.seqlen_q <= 0 || shape.seqlen_k <= 0 || shape.head_dim <= 0) {
+    throw UsageError("shape '" + spec + "' needs sq and sk (or n) and d");
+  }
+  return shape;
+}
+
+std::vector<Shape> preset_shapes(const std::string& name) {
+  std::vector<Shape> shapes;
+  if (name == "fa2") {
+    constexpr int64_t kTokens = 16384;     // B * N
+    constexpr int64_t kModelWidth = 2048;  // H * d
+    for (int64_t d : {64, 128, 256}) {
+      for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
+        Shape shape;
+        shape.batch = kTokens / n;
+        shape.heads_q = kModelWidth / d;
+        shape.seqlen_q = shape.seqlen_k = n;
+        shape.head_dim = d;
+        shapes.push_back(shape);
+      }
+    }
+  } else if (name == "decode") {
+    for (int64_t sk : {4096, 16384}) {
+      for (int64_t sq : {1, 64, 128}) {
+        Shape shape;
+        shape.batch = 16;
+        shape.heads_q = 32;
+        shape.seqlen_q = sq;
+        shape.seqlen_k = sk;
+        shape.head_dim = 128;
+        shape.causal = 0;
+        shapes.push_back(shape);
+      }
+    }
+  } else {
+    throw UsageError("unknown preset '" + name + "' (known: fa2, decode)");
+  }
+  return shapes;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  options.shapes = preset_shapes("fa2");
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    const bool has_inline_value = arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos;
+    if (has_inline_value) {
+      value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+    }
+    auto next = [&]() -> std::string {
+      if (has_inline_value) return value;
+      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--preset") {
+      const std::string name = next();
+      options.shapes = preset_shapes(name);
+      options.shapes_source = "preset " + name;
+    } else if (arg == "--shapes") {
+      const std::string spec = next();
+      options.shapes.clear();
+      for (const std::string& item : split(spec, ';')) options.shapes.push_back(parse_shape(item));
+      if (options.shapes.empty()) throw UsageError("--shapes names no shape");
+      options.shapes_source = "shapes " + spec;
+    } else if (arg == "--dtype") {
+      const std::string name = next();
+      if (name == "fp16") {
+        options.dtypes = {flashmma::ScalarType::kFloat16};
+      } else if (name == "bf16") {
+        options.dtypes = {flashmma::ScalarType::kBFloat16};
+      } else if (name == "both") {
+        options.dtypes = {flashmma::ScalarType::kFloat16, flashmma::ScalarType::kBFloat16};
+      } else {
+        throw UsageError("--dtype must be fp16, bf16 or both");
+      }
+    } else if (arg == "--mask") {
+      const std::string name = next();
+      if (name == "none") {
+        options.masks = {false};
+      } else if (name == "causal") {
+        options.masks = {true};
+      } else if (name == "both") {
+        options.masks = {false, true};
+      } else {
+        throw UsageError("--mask must be none, causal or both");
+      }
+    } else if (arg == "--config") {
+      options.config = next();
+    } else if (arg == "--gqa") {
+      options.gqa = parse_int(next(), "--gqa");
+      if (options.gqa < 1) throw UsageError("--gqa must be >= 1");
+    } else if (arg == "--layout") {
+      const std::string name = next();
+      if (name == "bshd") {
+        options.layout = Layout::kBshd;
+      } else if (name == "bhsd") {
+        options.layout = Layout::kBhsd;
+      } else {
+        throw UsageError("--layout must be bshd or bhsd");
+      }
+    } else if (arg == "--no-lse") {
+      options.write_lse = false;
+    } else if (arg == "--warmup") {
+      options.warmup = static_cast<int>(parse_int(next(), "--warmup"));
+      if (options.warmup < 0) throw UsageError("--warmup must be >= 0");
+    } else if (arg == "--iters") {
+      options.iters = static_cast<int>(parse_int(next(), "--iters"));
+      if (options.iters < 1) throw UsageError("--iters must be >= 1");
+    } else if (arg == "--format") {
+      const std::string name = next();
+      if (name == "table") {
+        options.format = OutputFormat::kTable;
+      } else if (name == "csv") {
+        options.format = OutputFormat::kCsv;
+      } else if (name == "json") {
+        options.format = OutputFormat::kJson;
+      } else {
+        throw UsageError("--format must be table, csv or json");
+      }
+    } else if (arg == "--out") {
+      options.out_path = next();
+    } else if (arg == "--list-configs") {
+      options.list_configs = true;
+    } else {
+      throw UsageError("unknown argument '" + arg + "'");
+    }
+  }
+  return options;
+}
+
+std::vector<Case> expand_cases(const Options& options) {
+  std::vector<Case> cases;
+  for (flashmma::ScalarType dtype : options.dtypes) {
+    for (const Shape& base : options.shapes) {
+      Shape shape = base;
+      if (shape.heads_kv == 0) {
+        if (shape.heads_q % options.gqa != 0) {
+          throw UsageError("heads_q " + std::to_string(shape.heads_q) +
+                           " is not a multiple of --gqa " + std::to_string(options.gqa));
+        }
+        shape.heads_kv = shape.heads_q / options.gqa;
+      }
+      if (shape.causal >= 0) {
+        cases.push_back(Case{shape, dtype, shape.causal == 1});
+        continue;
+      }
+      for (bool causal : options.masks) cases.push_back(Case{shape, dtype, causal});
+    }
+  }
+  return cases;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The configuration registry
+
+template <class Element, int Shard>
+void append_shard(std::vector<ConfigEntry>& entries) {
+  const std::vector<ConfigEntry> shard = config_shard<Element, Shard, FLASHMMA_BENCH_SHARDS>();
+  entries.insert(entries.end(), shard.begin(), shard.end());
+}
+
+template <class Element, int... Shards>
+void append_all_shards(std::vector<ConfigEntry>& entries,
+                       std::integer_sequence<int, Shards...>) {
+  (append_shard<Element, Shards>(entries), ...);
+}
+
+std::vector<ConfigEntry> all_configs() {
+  std::vector<ConfigEntry> entries;
+  append_all_shards<__half>(entries, std::make_integer_sequence<int, FLASHMMA_BENCH_SHARDS>{});
+  append_all_shards<__nv_bfloat16>(entries,
+                                   std::make_integer_sequence<int, FLASHMMA_BENCH_SHARDS>{});
+  // Shards interleave the list: put it back in order (dtype, head dim, default first, name).
+  std::sort(entries.begin(), entries.end(), [](const ConfigEntry& a, const ConfigEntry& b) {
+    const bool a_named = a.name != kDefaultName;
+    const bool b_named = b.name != kDefaultName;
+    return std::tie(a.dtype, a.head_dim, a_named, a.name) <
+           std::tie(b.dtype, b.head_dim, b_named, b.name);
+  });
+  return entries;
+}
+
+std::string describe(const ConfigEntry& entry) {
+  std::ostringstream os;
+  os << "d" << entry.head_dim << "_m" << entry.block_m << "_n" << entry.block_n << "_w"
+     << entry.warps << "_s" << entry.stages;
+  if (entry.min_blocks_per_sm > 1) os << "_b" << entry.min_blocks_per_sm;
+  return entry.name == kDefaultName ? std::string(kDefaultName) + "(" + os.str() + ")" : entry.name;
+}
+
+// The entry that serves `name` for a dtype and head dim, or nullptr with `why` filled.
+const ConfigEntry* find_config(const std::vector<ConfigEntry>& entries, const std::string& name,
+                               flashmma::ScalarType dtype, int64_t head_dim, std::string& why) {
+  if (name == kDefaultName) {
+    const int kernel_dim = flashmma::kernel_head_dim_for(head_dim);
+    for (const ConfigEntry& entry : entries) {
+      if (entry.name == kDefaultName && entry.dtype == dtype && entry.head_dim == kernel_dim) {
+        return &entry;
+      }
+    }
+    why = "no default config serves head dim " + std::to_string(head_dim);
+    return nullptr;
+  }
+  for (const ConfigEntry& entry : entries) {
+    if (entry.name != name || entry.dtype != dtype) continue;
+    if (entry.head_dim < head_dim) {
+      why = name + " serves head dims up to " + std::to_string(entry.head_dim);
+      return nullptr;
+    }
+    return &entry;
+  }
+  why = "unknown config '" + name + "'";
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing one case
+
+struct TensorSizes {
+  int64_t q_elements, kv_elements, o_elements, lse_elements;
+};
+
+TensorSizes tensor_sizes(const Shape& s) {
+  return TensorSizes{s.batch * s.seqlen_q * s.heads_q * s.head_dim,
+                     s.batch * s.seqlen_k * s.heads_kv * s.head_dim,
+                     s.batch * s.seqlen_q * s.heads_q * s.head_dim,
+                     s.batch * s.heads_q * s.seqlen_q};
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+// (query, key) pairs a causal mask aligned to the bottom-right corner leaves visible.
+double causal_visible_pairs(int64_t seqlen_q, int64_t seqlen_k) {
+  double pairs = 0;
+  for (int64_t i = 0; i < seqlen_q; ++i) {
+    pairs += static_cast<double>(std::clamp<int64_t>(i + seqlen_k - seqlen_q + 1, 0, seqlen_k));
+  }
+  return pairs;
+}
+
+double forward_flops(const Case& c) {
+  const Shape& s = c.shape;
+  const double per_pair = 4.0 * s.batch * s.heads_q * s.head_dim;
+  if (!c.causal) return per_pair * s.seqlen_q * s.seqlen_k;
+  if (s.seqlen_q == s.seqlen_k) return per_pair * s.seqlen_q * s.seqlen_k / 2;
+  return per_pair * causal_visible_pairs(s.seqlen_q, s.seqlen_k);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+Result run_case(const Case& c, const ConfigEntry& config, const Options& options,
+                std::size_t rotation_bytes) {
+  Result result;
+  result.run = c;
+  result.config = describe(config);
+  const Shape& s = c.shape;
+  const std::size_t element_bytes = 2;
+  const TensorSizes sizes = tensor_sizes(s);
+
+  // Input sets, each tensor kind in one allocation with the sets kSetAlignment bytes apart.
+  const std::size_t q_stride = round_up(sizes.q_elements * element_bytes, kSetAlignment);
+  const std::size_t kv_stride = round_up(sizes.kv_elements * element_bytes, kSetAlignment);
+  const std::size_t o_stride = round_up(sizes.o_elements * element_bytes, kSetAlignment);
+  const std::size_t lse_stride = round_up(sizes.lse_elements * sizeof(float), kSetAlignment);
+  const std::size_t set_bytes =
+      q_stride + 2 * kv_stride + o_stride + (options.write_lse ? lse_stride : 0);
+  const int sets = static_cast<int>(std::clamp<std::size_t>(
+      (rotation_bytes + set_bytes - 1) / set_bytes, 2, kMaxInputSets));
+  result.input_sets = sets;
+
+  DeviceBuffer q(q_stride * sets), k(kv_stride * sets), v(kv_stride * sets), o(o_stride * sets);
+  DeviceBuffer lse(options.write_lse ? lse_stride * sets : kSetAlignment);
+  fill_normal_on_device(c.dtype, q.as<void>(), static_cast<int64_t>(q.bytes() / element_bytes), 1);
+  fill_normal_on_device(c.dtype, k.as<void>(), static_cast<int64_t>(k.bytes() / element_bytes), 2);
+  fill_normal_on_device(c.dtype, v.as<void>(), static_cast<int64_t>(v.bytes() / element_bytes), 3);
+  // All-ones bits are NaN in fp16 and bf16: any element the kernel fails to write shows up.
+  check_cuda(cudaMemset(o.as<void>(), 0xFF, o.bytes()), "cudaMemset(O)");
+
+  const bool bshd = options.layout == Layout::kBshd;
+  auto strides = [bshd](int64_t seqlen, int64_t heads, int64_t head_dim) {
+    return bshd ? flashmma::bshd_strides(seqlen, heads, head_dim)
+                : flashmma::bhsd_strides(seqlen, heads, head_dim);
+  };
+  flashmma::ForwardParams params;
+  params.dtype = c.dtype;
+  params.batch = s.batch;
+  params.seqlen_q = s.seqlen_q;
+  params.seqlen_k = s.seqlen_k;
+  params.heads_q = s.heads_q;
+  params.heads_kv = s.heads_kv;
+  params.head_dim = s.head_dim;
+  params.q_strides = strides(s.seqlen_q, s.heads_q, s.head_dim);
+  params.k_strides = strides(s.seqlen_k, s.heads_kv, s.head_dim);
+  params.v_strides = params.k_strides;
+  params.o_strides = params.q_strides;
+  params.mask = c.causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
+
+  auto params_for_set = [&](int set) {
+    flashmma::ForwardParams p = params;
+    p.q = q.as<char>() + q_stride * set;
+    p.k = k.as<char>() + kv_stride * set;
+    p.v = v.as<char>() + kv_stride * set;
+    p.o = o.as<char>() + o_stride * set;
+    p.lse = options.write_lse ? reinterpret_cast<float*>(lse.as<char>() + lse_stride * set)
+                              : nullptr;
+    return p;
+  };
+  auto launch = [&](int iteration) -> bool {
+    const flashmma::Status status = config.launch(params_for_set(iteration % sets), nullptr);
+    if (!status.ok()) {
+      result.status = "error: " + status.message();
+      return false;
+    }
+    return true;
+  };
+
+  for (int i = 0; i < options.warmup; ++i) {
+    if (!launch(i)) return result;
+  }
+  check_cuda(cudaDeviceSynchronize(), "synchronizing after the warm-up");
+
+  std::vector<EventPair> events(static_cast<std::size_t>(options.iters));
+  for (int i = 0; i < options.iters; ++i) {
+    check_cuda(cudaEventRecord(events[i].start()), "cudaEventRecord");
+    if (!launch(options.warmup + i)) return result;
+    check_cuda(cudaEventRecord(events[i].stop()), "cudaEventRecord");
+  }
+  check_cuda(cudaDeviceSynchronize(), "synchronizing after the timed launches");
+  check_cuda(cudaGetLastError(), "the timed launches");
+
+  // Every set was written at least once when warmup + iters >= sets; check set 0 always.
+  const uint64_t bad = non_finite_count(c.dtype, o.as<void>(), sizes.o_elements);
+  if (bad != 0) {
+    result.status = "error: O holds " + std::to_string(bad) + " non-finite or unwritten values";
+    return result;
+  }
+
+  std::vector<double> times;
+  times.reserve(events.size());
+  for (const EventPair& pair : events) times.push_back(pair.elapsed_ms());
+  result.ms_median = median(times);
+  result.ms_min = *std::min_element(times.begin(), times.end());
+  const double flops = forward_flops(c);
+  result.tflops = flops / (result.ms_median * 1e-3) / 1e12;
+  result.tflops_peak = flops / (result.ms_min * 1e-3) / 1e12;
+  if (s.seqlen_q <= kBandwidthMaxSeqlenQ) {
+    const double bytes =
+        static_cast<double>(element_bytes) * (sizes.q_elements + 2 * sizes.kv_elements + sizes.o_elements);
+    result.gbps = bytes / (result.ms_median * 1e-3) / 1e9;
+  }
+  result.status = "ok";
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+const char* dtype_name(flashmma::ScalarType dtype) { return flashmma::scalar_type_name(dtype); }
+
+std::string number(double value, int precision) {
+  if (std::isnan(value)) return "";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", precision, value);
+  return text;
+}
+
+std::string csv_quote(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return quoted + "\"";
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", ch);
+          out += escaped;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double value, int precision) {
+  return std::isnan(value) ? "null" : number(value, precision);
+}
+
+struct DeviceSummary {
+  std::string name;
+  int compute_capability = 0;
+  int sms = 0;
+  std::size_t l2_bytes = 0;
+};
+
+const char* kCsvHeader =
+    "dtype,config,layout,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,lse,"
+    "input_sets,iters,ms_median,ms_min,tflops,tflops_peak,gbps,status";
+
+void write_csv(std::ostream& out, const std::vector<Result>& results, const Options& options) {
+  out << kCsvHeader << "\n";
+  for (const Result& r : results) {
+    const Shape& s = r.run.shape;
+    out << dtype_name(r.run.dtype) << "," << csv_quote(r.config) << ","
+        << (options.layout == Layout::kBshd ? "bshd" : "bhsd") << "," << s.batch << ","
+        << s.heads_q << "," << s.heads_kv << "," << s.seqlen_q << "," << s.seqlen_k << ","
+        << s.head_dim << "," << (r.run.causal ? 1 : 0) << "," << (options.write_lse ? 1 : 0)
+        << "," << r.input_sets << "," << options.iters << "," << number(r.ms_median, 4) << ","
+        << number(r.ms_min, 4) << "," << number(r.tflops, 2) << ","
+        << number(r.tflops_peak, 2) << "," << number(r.gbps, 1) << "," << csv_quote(r.status)
+        << "\n";
+  }
+}
+
+void write_json(std::ostream& out, const std::vector<Result>& results, const Options& options,
+                const DeviceSummary& device, const std::string& command) {
+  out << "{\n  \"device\": {\"name\": " << json_string(device.name)
+      << ", \"compute_capability\": " << device.compute_capability
+      << ", \"sms\": " << device.sms << ", \"l2_bytes\": " << device.l2_bytes << "},\n"
+      << "  \"command\": " << json_string(command) << ",\n"
+      << "  \"warmup\": " << options.warmup << ", \"iters\": " << options.iters << ",\n"
+      << "  \"layout\": \"" << (options.layout == Layout::kBshd ? "bshd" : "bhsd") << "\",\n"
+      << "  \"lse\": " << (options.write_lse ? "true" : "false") << ",\n"
+      << "  \"results\": [";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const Shape& s = r.run.shape;
+    out << (i == 0 ? "\n" : ",\n") << "    {\"dtype\": \"" << dtype_name(r.run.dtype)
+        << "\", \"config\": " << json_string(r.config) << ", \"batch\": " << s.batch
+        << ", \"heads_q\": " << s.heads_q << ", \"heads_kv\": " << s.heads_kv
+        << ", \"seqlen_q\": " << s.seqlen_q << ", \"seqlen_k\": " << s.seqlen_k
+        << ", \"head_dim\": " << s.head_dim << ", \"causal\": " << (r.run.causal ? "true" : "false")
+        << ", \"input_sets\": " << r.input_sets << ", \"ms_median\": " << json_number(r.ms_median, 4)
+        << ", \"ms_min\": " << json_number(r.ms_min, 4) << ", \"tflops\": "
+        << json_number(r.tflops, 2) << ", \"tflops_peak\": " << json_number(r.tflops_peak, 2)
+        << ", \"gbps\": " << json_number(r.gbps, 1) << ", \"status\": " << json_string(r.status)
+        << "}";
+  }
+  out << "\n  ]\n}\n";
+}
+
+void write_table(std::ostream& out, const std::vector<Result>& results) {
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-5s %-28s %5s %5s %4s %6s %6s %4s %-6s %9s %9s %8s %8s  %s\n",
+                "dtype", "config", "B", "Hq", "Hkv", "Sq", "Sk", "d", "mask", "ms(med)", "ms(min)",
+                "TFLOP/s", "GB/s", "status");
+  out << line;
+  for (const Result& r : results) {
+    const Shape& s = r.run.shape;
+    std::snprintf(line, sizeof(line),
+                  "%-5s %-28s %5lld %5lld %4lld %6lld %6lld %4lld %-6s %9s %9s %8s %8s  %s\n",
+                  dtype_name(r.run.dtype), r.config.c_str(), static_cast<long long>(s.batch),
+                  static_cast<long long>(s.heads_q), static_cast<long long>(s.heads_kv),
+                  static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
+                  static_cast<long long>(s.head_dim), r.run.causal ? "causal" : "none",
+                  number(r.ms_median, 4).c_str(), number(r.ms_min, 4).c_str(),
+                  number(r.tflops, 1).c_str(), number(r.gbps, 0).c_str(), r.status.c_str());
+    out << line;
+  }
+}
+
+DeviceSummary query_device_summary() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  DeviceSummary summary;
+  summary.name = prop.name;
+  summary.compute_capability = prop.major * 10 + prop.minor;
+  summary.sms = prop.multiProcessorCount;
+  summary.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
+  return summary;
+}
+
+void list_configs(std::ostream& out, const std::vector<ConfigEntry>& entries) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-28s %-5s %5s %6s %6s %5s %6s %9s %10s\n", "name",
+                "dtype", "d", "BlockM", "BlockN", "warps", "stages", "blocks/SM", "smem bytes");
+  out << line;
+  for (const ConfigEntry& e : entries) {
+    std::snprintf(line, sizeof(line), "%-28s %-5s %5d %6d %6d %5d %6d %9d %10zu\n",
+                  e.name.c_str(), dtype_name(e.dtype), e.head_dim, e.block_m, e.block_n, e.warps,
+                  e.stages, e.min_blocks_per_sm, e.smem_bytes);
+    out << line;
+  }
+}
+
+int run(int argc, char** argv) {
+  const Options options = parse_options(argc, argv);
+  const std::vector<ConfigEntry> configs = all_configs();
+  if (options.list_configs) {
+    list_configs(std::cout, configs);
+    return 0;
+  }
+  const bool known = std::any_of(configs.begin(), configs.end(), [&](const ConfigEntry& e) {
+    return e.name == options.config;
+  });
+  if (!known) {
+    std::cerr << "flashmma_bench: unknown config '" << options.config << "'; compiled in:\n";
+    list_configs(std::cerr, configs);
+    return 2;
+  }
+  const std::vector<Case> cases = expand_cases(options);
+
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const DeviceSummary device = query_device_summary();
+  const std::size_t rotation_bytes = std::max(kMinRotationBytes, 2 * device.l2_bytes);
+  std::cerr << "device: " << device.name << " (sm_" << device.compute_capability << ", "
+            << device.sms << " SMs, " << device.l2_bytes / 1000000 << " MB L2); " << cases.size()
+            << " cases, " << options.warmup << " warm-up + " << options.iters
+            << " timed launches each, inputs rotated over >= " << rotation_bytes / 1000000
+            << " MB\n";
+
+  std::vector<Result> results;
+  bool any_error = false;
+  for (const Case& c : cases) {
+    std::string why;
+    const ConfigEntry* config =
+        find_config(configs, options.config, c.dtype, c.shape.head_dim, why);
+    Result result;
+    if (config == nullptr) {
+      result.run = c;
+      result.config = options.config;
+      result.status = "skipped: " + why;
+    } else {
+      try {
+        result = run_case(c, *config, options, rotation_bytes);
+      } catch (const OutOfMemory& error) {
+        result.run = c;
+        result.config = describe(*config);
+        result.status = std::string("error: ") + error.what();
+      }
+      any_error = any_error || result.status != "ok";
+    }
+    std::cerr << "  " << dtype_name(c.dtype) << " b=" << c.shape.batch << " hq=" << c.shape.heads_q
+              << " hkv=" << c.shape.heads_kv << " sq=" << c.shape.seqlen_q
+              << " sk=" << c.shape.seqlen_k << " d=" << c.shape.head_dim
+              << (c.causal ? " causal" : "") << ": "
+              << (result.status == "ok" ? number(result.tflops, 1) + " TFLOP/s" : result.status)
+              << "\n";
+    results.push_back(std::move(result));
+  }
+
+  std::ostringstream formatted;
+  switch (options.format) {
+    case OutputFormat::kTable: write_table(formatted, results); break;
+    case OutputFormat::kCsv: write_csv(formatted, results, options); break;
+    case OutputFormat::kJson: write_json(formatted, results, options, device, command); break;
+  }
+  if (options.out_path.empty()) {
+    std::cout << formatted.str();
+  } else {
+    std::ofstream file(options.out_path);
+    file << formatted.str();
+    if (!file) {
+      std::cerr << "flashmma_bench: could not write " << options.out_path << "\n";
+      return 1;
+    }
+    write_table(std::cout, results);
+  }
+  return any_error ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace flashmma_bench
+
+int main(int argc, char** argv) {
+  try {
+    return flashmma_bench::run(argc, argv);
+  } catch (const flashmma_bench::UsageError& error) {
+    std::cerr << "flashmma_bench: " << error.what() << "\n(see --help)\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "flashmma_bench: " << error.what() << "\n";
+    return 1;
+  }
+}

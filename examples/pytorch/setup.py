@@ -1,0 +1,46 @@
+"""Builds flashmma_torch ahead of time:
+
+    pip install --no-build-isolation examples/pytorch      (needs PyTorch with CUDA, and nvcc)
+
+Without installing, `import flashmma_torch` from this folder compiles the extension on first use.
+FLASHMMA_TORCH_ARCH_LIST ("8.0;9.0a" by default) picks the GPU architectures.
+"""
+
+import importlib.util
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load_build_config():
+    # Loaded by path: importing the package would try to load the extension being built.
+    spec = importlib.util.spec_from_file_location("flashmma_torch_build", HERE / "flashmma_torch" / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_build_config()
+
+setup(
+    name="flashmma_torch",
+    version="0.1.0",
+    description="flashmma's FlashAttention forward pass as a PyTorch extension",
+    packages=["flashmma_torch"],
+    ext_modules=[
+        CUDAExtension(
+            name="flashmma_torch._C",
+            sources=build.source_paths(relative_to=HERE),
+            include_dirs=[str(build.include_dir()), str(build.CSRC_DIR)],
+            extra_compile_args={
+                "cxx": build.CXX_FLAGS,
+                "nvcc": build.NVCC_FLAGS + build.gencode_flags(build.ahead_of_time_arch_list()),
+            },
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    python_requires=">=3.9",
+)
