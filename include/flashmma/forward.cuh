@@ -59,18 +59,6 @@ inline Status cuda_status(cudaError_t error, const char* what) {
   return Status::success();
 }
 
-template <class Config>
-KernelRequirements kernel_requirements() {
-  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
-  KernelRequirements req;
-  req.dtype = Config::kScalarType;
-  req.head_dim = Config::kHeadDim;
-  req.block_m = Config::kBlockM;
-  req.smem_bytes = Config::kSmemBytes;
-  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
-  return req;
-}
-
 // The kernel-side view of params: typed pointers, folded constants.
 template <class Config>
 ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardParams& p) {

@@ -14,6 +14,7 @@
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
 #include "flashmma/traits/element.hpp"
+#include "flashmma/traits/tile_config.hpp"
 
 namespace flashmma {
 
@@ -25,6 +26,19 @@ struct KernelRequirements {
   std::size_t smem_bytes = 0;   // dynamic shared memory per block
   int min_compute_capability = 80;
 };
+
+// The requirements of one TileConfig.
+template <class Config>
+KernelRequirements kernel_requirements() {
+  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  KernelRequirements req;
+  req.dtype = Config::kScalarType;
+  req.head_dim = Config::kHeadDim;
+  req.block_m = Config::kBlockM;
+  req.smem_bytes = Config::kSmemBytes;
+  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  return req;
+}
 
 // What the device offers (filled from cudaGetDeviceProperties by forward()).
 struct DeviceInfo {
@@ -160,7 +174,11 @@ inline Status check_tensor(const char* name, const void* ptr, const TensorStride
        << "; use a config with HeadDim >= " << p.head_dim;
     return detail::invalid(os.str());
   }
-  if ((p.seqlen_q + kernel.block_m - 1) / kernel.block_m > kMaxGridX) {
+  if (kernel.block_m <= 0) {
+    return detail::invalid(
+        "the kernel requirements have no block_m (use kernel_requirements<Config>())");
+  }
+  if (p.seqlen_q / kernel.block_m + (p.seqlen_q % kernel.block_m != 0) > kMaxGridX) {
     return detail::invalid("seqlen_q is too long for one launch (more than 2^31 - 1 query tiles)");
   }
   return Status::success();

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Catch2 runner of the CPU tests.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+// Runner of the CPU tests.
+#include "support/catch_session.hpp"
 
-int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
+int main(int argc, char* argv[]) { return flashmma::test::run_catch_session(argc, argv); }

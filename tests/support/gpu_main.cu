@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Catch2 runner of the GPU tests. Without a usable CUDA device it reports the test as skipped
-// (CTest's SKIP_RETURN_CODE) instead of failing, so that machines without a GPU still run the
-// rest of the suite.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
+// Runner of the GPU tests. Without a usable CUDA device it reports the test as skipped (CTest's
+// SKIP_RETURN_CODE) instead of failing, so that machines without a GPU still run the rest of the
+// suite.
 #include <cuda_runtime.h>
 
 #include <cstdio>
+
+#include "support/catch_session.hpp"
 
 int main(int argc, char* argv[]) {
   int devices = 0;
@@ -17,5 +16,5 @@ int main(int argc, char* argv[]) {
                 error != cudaSuccess ? cudaGetErrorName(error) : "0 devices");
     return FLASHMMA_SKIP_RETURN_CODE;
   }
-  return Catch::Session().run(argc, argv);
+  return flashmma::test::run_catch_session(argc, argv);
 }

@@ -30,6 +30,8 @@ inline constexpr int kLanesPerRow = 4;  // a C-fragment row lives on 4 consecuti
 struct Coord {
   int row;
   int col;
+  friend constexpr bool operator==(Coord a, Coord b) { return a.row == b.row && a.col == b.col; }
+  friend constexpr bool operator!=(Coord a, Coord b) { return !(a == b); }
 };
 
 FLASHMMA_HOST_DEVICE constexpr int lane_group(int lane) { return lane / kLanesPerRow; }

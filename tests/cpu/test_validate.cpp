@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every error of validate_params, validate_for_kernel and validate_for_device: each case starts
+// from a valid call, breaks one thing, and checks the code and that the message names it.
+// Validation never dereferences the pointers, so fake addresses stand in for device memory.
+#include <catch2/catch.hpp>
+
+#include <flashmma/params.hpp>
+#include <flashmma/status.hpp>
+#include <flashmma/traits/default_configs.hpp>
+#include <flashmma/validate.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace {
+
+using Catch::Contains;
+using flashmma::ErrorCode;
+using flashmma::ForwardParams;
+using flashmma::MaskKind;
+using flashmma::ScalarType;
+using flashmma::Status;
+
+const void* fake_pointer(std::uintptr_t address) { return reinterpret_cast<const void*>(address); }
+
+constexpr std::uintptr_t kQAddress = 0x10000;
+constexpr std::uintptr_t kKAddress = 0x20000;
+constexpr std::uintptr_t kVAddress = 0x30000;
+constexpr std::uintptr_t kOAddress = 0x40000;
+constexpr std::uintptr_t kLseAddress = 0x50000;
+
+// Grouped-query attention, q and o in [batch, seq, head, dim], k and v in [batch, head, seq, dim].
+ForwardParams valid_params() {
+  ForwardParams p;
+  p.dtype = ScalarType::kFloat16;
+  p.q = fake_pointer(kQAddress);
+  p.k = fake_pointer(kKAddress);
+  p.v = fake_pointer(kVAddress);
+  p.o = const_cast<void*>(fake_pointer(kOAddress));
+  p.batch = 2;
+  p.seqlen_q = 100;
+  p.seqlen_k = 130;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim = 64;
+  p.q_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+  p.k_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+  p.v_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+  p.o_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+  return p;
+}
+
+const flashmma::KernelRequirements kFp16HeadDim64 =
+    flashmma::kernel_requirements<flashmma::DefaultConfigT<__half, 64>>();
+
+// An H100/H200: compute capability 9.0, 227 KiB of shared memory per block.
+const flashmma::DeviceInfo kHopper{90, 227 * 1024};
+
+// The field of TensorStrides named `field`, for looping over all of them.
+int64_t& stride(flashmma::TensorStrides& strides, const std::string& field) {
+  if (field == "batch") return strides.batch;
+  if (field == "head") return strides.head;
+  return strides.row;
+}
+
+flashmma::TensorStrides& strides_of(ForwardParams& p, char tensor) {
+  switch (tensor) {
+    case 'q': return p.q_strides;
+    case 'k': return p.k_strides;
+    case 'v': return p.v_strides;
+    default: return p.o_strides;
+  }
+}
+
+void set_pointer(ForwardParams& p, char tensor, std::uintptr_t address) {
+  switch (tensor) {
+    case 'q': p.q = fake_pointer(address); break;
+    case 'k': p.k = fake_pointer(address); break;
+    case 'v': p.v = fake_pointer(address); break;
+    default: p.o = const_cast<void*>(fake_pointer(address)); break;
+  }
+}
+
+std::uintptr_t address_of(char tensor) {
+  switch (tensor) {
+    case 'q': return kQAddress;
+    case 'k': return kKAddress;
+    case 'v': return kVAddress;
+    default: return kOAddress;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Valid params pass every check", "[validate]") {
+  const ForwardParams p = valid_params();
+  const Status params = flashmma::validate_params(p);
+  CHECK(params.ok());
+  CHECK(params.code() == ErrorCode::kOk);
+  CHECK(params.message() == "ok");
+  CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
+  CHECK(flashmma::validate_for_device(kHopper, kFp16HeadDim64).ok());
+  CHECK(flashmma::validate(p, kFp16HeadDim64, kHopper).ok());
+}
+
+TEST_CASE("Valid variations pass", "[validate]") {
+  ForwardParams p = valid_params();
+  SECTION("bf16") {
+    p.dtype = ScalarType::kBFloat16;
+    auto req = kFp16HeadDim64;
+    req.dtype = ScalarType::kBFloat16;
+    CHECK(flashmma::validate(p, req, kHopper).ok());
+  }
+  SECTION("causal mask") {
+    p.mask = MaskKind::kCausal;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("explicit softmax scale") {
+    p.softmax_scale = 0.125f;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("head_dim smaller than the config's, still a multiple of 8") {
+    p.head_dim = 40;
+    CHECK(flashmma::validate(p, kFp16HeadDim64, kHopper).ok());
+  }
+  SECTION("head_dim 8 and 256, the ends of the range") {
+    p.head_dim = 8;
+    CHECK(flashmma::validate_params(p).ok());
+    p.head_dim = 256;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("multi-query attention") {
+    p.heads_kv = 1;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("an aligned lse") {
+    p.lse = reinterpret_cast<float*>(std::uintptr_t{kLseAddress + 4});
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("negative strides that are multiples of 8") {
+    p.q_strides.row = -p.q_strides.row;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("the largest grid") {
+    p.batch = flashmma::kMaxGridZ;
+    p.heads_q = flashmma::kMaxGridY;
+    p.heads_kv = 1;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("a compute capability 8.0 device with 163 KiB") {
+    CHECK(flashmma::validate_for_device({80, 163 * 1024}, kFp16HeadDim64).ok());
+  }
+}
+
+TEST_CASE("Size-1 dimensions may have any stride", "[validate]") {
+  ForwardParams p = valid_params();
+  SECTION("batch of 1") {
+    p.batch = 1;
+    p.q_strides.batch = 3;
+    p.k_strides.batch = 5;
+    p.v_strides.batch = 7;
+    p.o_strides.batch = 1;
+  }
+  SECTION("one key/value head") {
+    p.heads_kv = 1;
+    p.k_strides.head = 1;
+    p.v_strides.head = 9;
+  }
+  SECTION("one query head") {
+    p.heads_q = 1;
+    p.heads_kv = 1;
+    p.q_strides.head = 3;
+    p.o_strides.head = 5;
+    p.k_strides.head = 7;
+    p.v_strides.head = 11;
+  }
+  SECTION("one query, one key") {
+    p.seqlen_q = 1;
+    p.seqlen_k = 1;
+    p.q_strides.row = 1;
+    p.o_strides.row = 3;
+    p.k_strides.row = 5;
+    p.v_strides.row = 7;
+  }
+  CHECK(flashmma::validate_params(p).ok());
+}
+
+TEST_CASE("Null tensors are rejected by name", "[validate]") {
+  for (const char* tensor : {"q", "k", "v", "o"}) {
+    CAPTURE(tensor);
+    ForwardParams p = valid_params();
+    set_pointer(p, tensor[0], 0);
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains(std::string(tensor) + " is null"));
+    CHECK_THAT(s.message(), Contains("tensor"));
+  }
+}
+
+TEST_CASE("Non-positive sizes are rejected by name", "[validate]") {
+  int64_t ForwardParams::*const fields[] = {&ForwardParams::batch,    &ForwardParams::seqlen_q,
+                                            &ForwardParams::seqlen_k, &ForwardParams::heads_q,
+                                            &ForwardParams::heads_kv, &ForwardParams::head_dim};
+  const char* names[] = {"batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim"};
+  for (int i = 0; i < 6; ++i) {
+    for (int64_t value : {int64_t{0}, int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
+      CAPTURE(names[i], value);
+      ForwardParams p = valid_params();
+      p.*fields[i] = value;
+      const Status s = flashmma::validate_params(p);
+      CHECK(s.code() == ErrorCode::kInvalidArgument);
+      CHECK_THAT(s.message(),
+                 Contains(std::string(names[i]) + " must be >= 1 (got " + std::to_string(value)));
+    }
+  }
+}
+
+TEST_CASE("head_dim must be a multiple of 8 up to 256", "[validate]") {
+  for (int64_t head_dim : {4, 12, 63, 257, 264, 512}) {
+    CAPTURE(head_dim);
+    ForwardParams p = valid_params();
+    p.head_dim = head_dim;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("head_dim must be a multiple of 8 between 8 and 256"));
+    CHECK_THAT(s.message(), Contains("got " + std::to_string(head_dim)));
+  }
+}
+
+TEST_CASE("heads_q must be a multiple of heads_kv", "[validate]") {
+  ForwardParams p = valid_params();
+  p.heads_kv = 3;
+  const Status s = flashmma::validate_params(p);
+  CHECK(s.code() == ErrorCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("heads_q (8) must be a multiple of heads_kv (3)"));
+}
+
+TEST_CASE("Grid limits", "[validate]") {
+  ForwardParams p = valid_params();
+  SECTION("heads_q fills gridDim.y") {
+    p.heads_q = flashmma::kMaxGridY + 1;
+    p.heads_kv = 1;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("heads_q must be at most 65535 (got 65536)"));
+  }
+  SECTION("batch fills gridDim.z") {
+    p.batch = flashmma::kMaxGridZ + 1;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("batch must be at most 65535 (got 65536)"));
+  }
+  SECTION("query tiles fill gridDim.x") {
+    p.seqlen_q = (flashmma::kMaxGridX + 1) * kFp16HeadDim64.block_m;
+    CHECK(flashmma::validate_params(p).ok());
+    const Status s = flashmma::validate_for_kernel(p, kFp16HeadDim64);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("seqlen_q is too long"));
+    p.seqlen_q = flashmma::kMaxGridX * kFp16HeadDim64.block_m;
+    CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
+  }
+}
+
+TEST_CASE("Tensors must be 16-byte aligned", "[validate]") {
+  for (char tensor : {'q', 'k', 'v', 'o'}) {
+    for (std::uintptr_t misalignment : {2, 8, 14}) {
+      CAPTURE(tensor, misalignment);
+      ForwardParams p = valid_params();
+      set_pointer(p, tensor, address_of(tensor) + misalignment);
+      const Status s = flashmma::validate_params(p);
+      CHECK(s.code() == ErrorCode::kInvalidArgument);
+      CHECK_THAT(s.message(), Contains(std::string(1, tensor) + " must be 16-byte aligned"));
+    }
+  }
+}
+
+TEST_CASE("Strides must be multiples of 8 elements", "[validate]") {
+  for (char tensor : {'q', 'k', 'v', 'o'}) {
+    for (const char* field : {"batch", "head", "row"}) {
+      CAPTURE(tensor, field);
+      ForwardParams p = valid_params();
+      stride(strides_of(p, tensor), field) += 4;
+      const Status s = flashmma::validate_params(p);
+      CHECK(s.code() == ErrorCode::kInvalidArgument);
+      CHECK_THAT(s.message(), Contains(std::string(1, tensor) + "_strides." + field +
+                                       " must be a multiple of 8 elements"));
+    }
+  }
+}
+
+TEST_CASE("lse must be 4-byte aligned", "[validate]") {
+  ForwardParams p = valid_params();
+  p.lse = reinterpret_cast<float*>(std::uintptr_t{kLseAddress + 2});
+  const Status s = flashmma::validate_params(p);
+  CHECK(s.code() == ErrorCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("lse must be 4-byte aligned"));
+}
+
+TEST_CASE("softmax_scale must be positive and finite, or NaN", "[validate]") {
+  for (float scale : {0.0f, -0.0f, -0.125f, std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+    CAPTURE(scale);
+    ForwardParams p = valid_params();
+    p.softmax_scale = scale;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("softmax_scale must be a positive finite number"));
+  }
+}
+
+TEST_CASE("Unknown enum values are rejected", "[validate]") {
+  ForwardParams p = valid_params();
+  SECTION("mask") {
+    p.mask = static_cast<MaskKind>(7);
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("mask must be MaskKind::kNone or MaskKind::kCausal"));
+  }
+  SECTION("dtype") {
+    p.dtype = static_cast<ScalarType>(5);
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("dtype must be ScalarType::kFloat16 or"));
+  }
+}
+
+TEST_CASE("The config must match the call", "[validate]") {
+  ForwardParams p = valid_params();
+  SECTION("dtype") {
+    p.dtype = ScalarType::kBFloat16;
+    const Status s = flashmma::validate_for_kernel(p, kFp16HeadDim64);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("dtype is bf16 but the config was built for fp16"));
+  }
+  SECTION("head_dim") {
+    p.head_dim = 72;
+    const Status s = flashmma::validate_for_kernel(p, kFp16HeadDim64);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("head_dim 72 exceeds the config's HeadDim 64"));
+  }
+}
+
+TEST_CASE("The device must be able to run the config", "[validate]") {
+  SECTION("compute capability below 8.0") {
+    const Status s = flashmma::validate_for_device({75, 64 * 1024}, kFp16HeadDim64);
+    CHECK(s.code() == ErrorCode::kUnsupportedDevice);
+    CHECK_THAT(s.message(), Contains("compute capability 7.5"));
+    CHECK_THAT(s.message(), Contains("needs 8.0 or newer"));
+  }
+  SECTION("too little shared memory") {
+    using Config = flashmma::TileConfig<__half, 128, 128, 64, 8, 2,
+                                        flashmma::SmemLayout::kXorSwizzle>;  // 96 KiB
+    const auto req = flashmma::kernel_requirements<Config>();
+    CHECK(flashmma::validate_for_device({86, 96 * 1024}, req).ok());
+    const Status s = flashmma::validate_for_device({86, 96 * 1024 - 1}, req);
+    CHECK(s.code() == ErrorCode::kUnsupportedDevice);
+    CHECK_THAT(s.message(), Contains("needs 98304 bytes of shared memory"));
+    CHECK_THAT(s.message(), Contains("device allows 98303"));
+  }
+}
+
+TEST_CASE("validate() reports the first failing check", "[validate]") {
+  ForwardParams p = valid_params();
+  p.q = nullptr;
+  p.head_dim = 128;  // also too large for the config
+  const Status params_first = flashmma::validate(p, kFp16HeadDim64, {75, 0});
+  CHECK_THAT(params_first.message(), Contains("q is null"));
+
+  p.q = fake_pointer(kQAddress);
+  p.q_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+  p.o_strides = p.q_strides;
+  p.k_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+  p.v_strides = p.k_strides;
+  const Status kernel_next = flashmma::validate(p, kFp16HeadDim64, {75, 0});
+  CHECK(kernel_next.code() == ErrorCode::kInvalidArgument);
+  CHECK_THAT(kernel_next.message(), Contains("exceeds the config's HeadDim"));
+
+  p.head_dim = 64;
+  const Status device_last = flashmma::validate(p, kFp16HeadDim64, {75, 0});
+  CHECK(device_last.code() == ErrorCode::kUnsupportedDevice);
+}
+
+TEST_CASE("Every message starts with the library's name", "[validate]") {
+  ForwardParams p = valid_params();
+  p.batch = 0;
+  CHECK_THAT(flashmma::validate_params(p).message(), Catch::StartsWith("flashmma: "));
+  CHECK_THAT(flashmma::validate_for_device({70, 0}, kFp16HeadDim64).message(),
+             Catch::StartsWith("flashmma: "));
+}
