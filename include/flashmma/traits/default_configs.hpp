@@ -24,9 +24,8 @@ constexpr int kernel_head_dim_for(int64_t head_dim) {
 
 // Tile choice per head dim, shared by fp16 and bf16 (same operand width, same mma rate), picked
 // by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md):
-//  - 32 to 96: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
+//  - 32 to 128: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
 //    memory feeds two mma), 64 keys a step (128 for d = 32).
-//  - 128: 4 warps x 16 rows, 64 keys a step, two blocks per SM (registers capped at 255 / 2).
 //  - 160 to 224: 8 warps x 16 rows, 64 keys a step (32 for d = 224).
 //  - 256: 4 warps x 16 rows, 32 keys a step, two blocks per SM.
 // Every default fits the 163 KB of shared memory an A100 (sm_80) grants a block; the 128-row
@@ -44,7 +43,7 @@ struct DefaultConfig;
 FLASHMMA_DEFAULT_CONFIG(32, 128, 128, 4, 2, kPaddedRows, 1)
 FLASHMMA_DEFAULT_CONFIG(64, 128, 64, 4, 2, kXorSwizzle, 1)
 FLASHMMA_DEFAULT_CONFIG(96, 128, 64, 4, 2, kPaddedRows, 1)
-FLASHMMA_DEFAULT_CONFIG(128, 64, 64, 4, 2, kXorSwizzle, 2)
+FLASHMMA_DEFAULT_CONFIG(128, 128, 64, 4, 2, kXorSwizzle, 1)
 FLASHMMA_DEFAULT_CONFIG(160, 128, 64, 8, 2, kPaddedRows, 1)
 FLASHMMA_DEFAULT_CONFIG(192, 128, 64, 8, 2, kXorSwizzle, 1)
 FLASHMMA_DEFAULT_CONFIG(224, 128, 32, 8, 2, kPaddedRows, 1)
