@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kernel configurations flashmma_bench can run, by name, defined once.
 //
-//   "default"                  the config flashmma::forward(params) picks for the head dim;
-//   "d128_m128_n64_w8_s2_swz"  a TileShape below: HeadDim, BlockM, BlockN, Warps, Stages, the
+//   "default"                  what flashmma::forward(params) runs for the head dim: its general,
+//                              causal or compact default (flashmma::forward_default_config);
+//   "d128_m128_n64_w4_s2_swz"  a TileShape below: HeadDim, BlockM, BlockN, Warps, Stages, the
 //                              shared-memory layout ("swz" XOR swizzle, "pad" padded rows) and,
 //                              when above 1, MinBlocksPerSm ("_b2").
 //
@@ -41,16 +42,24 @@ struct TileShape {
   }
 };
 
+// The TileShape name of a TileConfig.
+template <class Config>
+std::string shape_name() {
+  return TileShape<Config::kHeadDim, Config::kBlockM, Config::kBlockN, Config::kWarps,
+                   Config::kStages, Config::kSmemLayout, Config::kMinBlocksPerSm>::name();
+}
+
 inline constexpr flashmma::SmemLayout kSwizzle = flashmma::SmemLayout::kXorSwizzle;
 
-// The named configurations (besides "default"): neighbours of the defaults, to see what BlockN,
-// Stages, and two m16 row tiles per warp (BlockM = 32 * Warps) are worth.
-using NamedShapes = std::tuple<TileShape<64, 128, 128, 8, 2, kSwizzle>,
-                               TileShape<128, 128, 64, 8, 2, kSwizzle>,
-                               TileShape<128, 128, 32, 8, 2, kSwizzle>,
-                               TileShape<128, 128, 64, 8, 3, kSwizzle>,
+// The named configurations (besides "default"): the ring-schedule (Stages = 2) tiles that were
+// the defaults before the split schedule, the overlapped schedule, and the causal / compact d = 128
+// and d = 256 tiles on their own.
+using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
                                TileShape<128, 128, 64, 4, 2, kSwizzle>,
-                               TileShape<256, 128, 32, 8, 2, kSwizzle>>;
+                               TileShape<128, 64, 64, 4, 1, kSwizzle>,
+                               TileShape<128, 128, 64, 8, 3, kSwizzle>,
+                               TileShape<256, 64, 64, 4, 1, kSwizzle>,
+                               TileShape<256, 64, 32, 4, 2, kSwizzle, 2>>;
 
 inline constexpr std::size_t kDefaultCount = std::size(flashmma::kSupportedHeadDims);
 inline constexpr std::size_t kNamedCount = std::tuple_size_v<NamedShapes>;
@@ -71,8 +80,10 @@ struct ConfigEntry {
   int warps = 0;
   int stages = 0;
   int min_blocks_per_sm = 0;
-  std::size_t smem_bytes = 0;
-  LaunchFn launch = nullptr;  // flashmma::forward<Config>
+  std::size_t smem_bytes = 0;   // of the general config, for "default"
+  std::string shape;            // the tile, e.g. "d128_m128_n64_w4_s1"; for "default" also the
+                                // causal and compact tiles where they differ
+  LaunchFn launch = nullptr;    // flashmma::forward<Config>, or forward_default_config
 };
 
 // The entries with index % Shards == Shard for one element type. Defined in bench_kernels.cuh

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,7 +27,24 @@ ConfigEntry make_entry(std::string name) {
   entry.stages = Config::kStages;
   entry.min_blocks_per_sm = Config::kMinBlocksPerSm;
   entry.smem_bytes = Config::kSmemBytes;
+  entry.shape = shape_name<Config>();
   entry.launch = &flashmma::forward<Config>;
+  return entry;
+}
+
+// "default" for one head dim: launches what flashmma::forward() would; described by the general
+// config, with the causal and compact tiles named where they differ.
+template <class Element, int HeadDim>
+ConfigEntry make_default_entry() {
+  using Defaults = flashmma::DefaultConfig<Element, HeadDim>;
+  ConfigEntry entry = make_entry<typename Defaults::type>(kDefaultName);
+  if (!std::is_same_v<typename Defaults::causal, typename Defaults::type>) {
+    entry.shape += " causal:" + shape_name<typename Defaults::causal>();
+  }
+  if (!std::is_same_v<typename Defaults::compact, typename Defaults::type>) {
+    entry.shape += " compact:" + shape_name<typename Defaults::compact>();
+  }
+  entry.launch = &flashmma::forward_default_config<Element, HeadDim>;
   return entry;
 }
 
@@ -35,7 +53,7 @@ template <class Element, std::size_t Index>
 ConfigEntry entry_at() {
   if constexpr (Index < kDefaultCount) {
     constexpr int kHeadDim = flashmma::kSupportedHeadDims[Index];
-    return make_entry<flashmma::DefaultConfigT<Element, kHeadDim>>(kDefaultName);
+    return make_default_entry<Element, kHeadDim>();
   } else {
     using Shape = std::tuple_element_t<Index - kDefaultCount, NamedShapes>;
     return make_entry<typename Shape::template Config<Element>>(Shape::name());

@@ -3,7 +3,7 @@
 //
 //   flashmma_bench --preset fa2 --dtype both --format csv --out fa2.csv
 //   flashmma_bench --shapes "b=4,h=16,sq=4096,sk=4096,d=128;b=1,h=32,sq=1,sk=16384,d=128" \
-//                  --mask none --gqa 4 --config d128_m128_n32_w8_s2_swz
+//                  --mask none --gqa 4 --config d128_m128_n64_w4_s2_swz
 //
 // How it times (the project's rules): one pair of CUDA events around each launch, a warm-up, the
 // median and minimum of the timed launches, inputs drawn from a normal distribution (never zeros),
@@ -247,7 +247,9 @@ struct Case {
 
 struct Result {
   Case run;
-  std::string config;   // the resolved entry's name, e.g. "default(d128_m128_n64_w8_s2)"
+  // The resolved entry's name, e.g. "d128_m128_n64_w4_s2_swz" or
+  // "default(d128_m128_n64_w4_s1_swz causal:d128_m64_n64_w4_s1_swz)".
+  std::string config;
   std::string status;   // "ok", "skipped: ..." or "error: ..."
   int input_sets = 0;
   double ms_median = std::numeric_limits<double>::quiet_NaN();
@@ -267,8 +269,8 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
                     causal (0 or 1; else --mask applies). Example: "b=16,h=16,n=1024,d=128"
   --dtype T         fp16 (default), bf16 or both
   --mask M          none, causal or both (default)
-  --config NAME     default (the default config for the head dim; the default) or a named
-                    config, see --list-configs
+  --config NAME     default (what flashmma::forward runs for the head dim, mask and GPU; the
+                    default) or a named config, see --list-configs
   --gqa R           heads_kv = heads_q / R (default 1) where a shape gives no hkv
   --layout L        bshd (default, [batch, seq, heads, dim]) or bhsd
   --no-lse          do not write the log-sum-exp (written by default, as training does)
@@ -522,11 +524,8 @@ std::vector<ConfigEntry> all_configs() {
 }
 
 std::string describe(const ConfigEntry& entry) {
-  std::ostringstream os;
-  os << "d" << entry.head_dim << "_m" << entry.block_m << "_n" << entry.block_n << "_w"
-     << entry.warps << "_s" << entry.stages;
-  if (entry.min_blocks_per_sm > 1) os << "_b" << entry.min_blocks_per_sm;
-  return entry.name == kDefaultName ? std::string(kDefaultName) + "(" + os.str() + ")" : entry.name;
+  return entry.name == kDefaultName ? std::string(kDefaultName) + "(" + entry.shape + ")"
+                                    : entry.name;
 }
 
 // The entry that serves `name` for a dtype and head dim, or nullptr with `why` filled.
@@ -839,6 +838,7 @@ void list_configs(std::ostream& out, const std::vector<ConfigEntry>& entries) {
                   e.name.c_str(), dtype_name(e.dtype), e.head_dim, e.block_m, e.block_n, e.warps,
                   e.stages, e.min_blocks_per_sm, e.smem_bytes);
     out << line;
+    if (e.name == kDefaultName) out << "    " << e.shape << "\n";
   }
 }
 

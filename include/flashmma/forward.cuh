@@ -2,7 +2,8 @@
 // The forward pass entry points.
 //
 //   flashmma::forward<Config>(params, stream)  runs the kernel of one TileConfig;
-//   flashmma::forward(params, stream)          picks the default config for dtype and head dim.
+//   flashmma::forward(params, stream)          picks the default config for dtype, head dim,
+//                                              mask and device (traits/default_configs.hpp).
 //
 // Both validate everything first and return an error Status without launching or writing
 // anything when an argument is wrong. A launch failure is returned too. Faults during the kernel
@@ -124,19 +125,39 @@ template <class Config>
   return detail::cuda_status(cudaGetLastError(), "launching forward_kernel");
 }
 
+// Runs the default of one kernel head dim (traits/default_configs.hpp): the general config, the
+// causal one under the causal mask, or the compact one on a GPU whose per-block shared memory
+// cannot hold those. A translation unit that calls it compiles the head dim's distinct defaults
+// (one to two kernels).
+template <class Element, int HeadDim>
+[[nodiscard]] Status forward_default_config(const ForwardParams& params,
+                                            cudaStream_t stream = nullptr) {
+  if (Status s = validate_params(params); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  using Defaults = DefaultConfig<Element, HeadDim>;
+  switch (default_variant<Element, HeadDim>(params.mask == MaskKind::kCausal,
+                                            device.smem_per_block_optin)) {
+    case DefaultVariant::kCausal: return forward<typename Defaults::causal>(params, stream);
+    case DefaultVariant::kCompact: return forward<typename Defaults::compact>(params, stream);
+    case DefaultVariant::kGeneral: break;
+  }
+  return forward<typename Defaults::type>(params, stream);
+}
+
 namespace detail {
 
 template <class Element>
 Status forward_default(const ForwardParams& params, cudaStream_t stream) {
   switch (kernel_head_dim_for(params.head_dim)) {
-    case 32: return forward<DefaultConfigT<Element, 32>>(params, stream);
-    case 64: return forward<DefaultConfigT<Element, 64>>(params, stream);
-    case 96: return forward<DefaultConfigT<Element, 96>>(params, stream);
-    case 128: return forward<DefaultConfigT<Element, 128>>(params, stream);
-    case 160: return forward<DefaultConfigT<Element, 160>>(params, stream);
-    case 192: return forward<DefaultConfigT<Element, 192>>(params, stream);
-    case 224: return forward<DefaultConfigT<Element, 224>>(params, stream);
-    case 256: return forward<DefaultConfigT<Element, 256>>(params, stream);
+    case 32: return forward_default_config<Element, 32>(params, stream);
+    case 64: return forward_default_config<Element, 64>(params, stream);
+    case 96: return forward_default_config<Element, 96>(params, stream);
+    case 128: return forward_default_config<Element, 128>(params, stream);
+    case 160: return forward_default_config<Element, 160>(params, stream);
+    case 192: return forward_default_config<Element, 192>(params, stream);
+    case 224: return forward_default_config<Element, 224>(params, stream);
+    case 256: return forward_default_config<Element, 256>(params, stream);
     default: return validate_params(params);  // head_dim out of range: report it
   }
 }
@@ -144,7 +165,7 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types (16 kernels); call forward<Config> to compile just one. It is a template only so
+// element types (22 kernels); call forward<Config> to compile just one. It is a template only so
 // that merely including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {

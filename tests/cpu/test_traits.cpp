@@ -34,7 +34,12 @@ constexpr std::size_t expected_smem_bytes() {
 // Every config the tests instantiate: the defaults and the custom shapes.
 using TestedConfigs = decltype(std::tuple_cat(flashmma::test::DefaultFp16Configs{},
                                               flashmma::test::DefaultBf16Configs{},
+                                              flashmma::test::DefaultVariantConfigs{},
                                               flashmma::test::CustomConfigs{}));
+
+// Opt-in shared memory per block of sm_86 / sm_89 GPUs and of sm_90 (H100, H200).
+constexpr std::size_t kSm86SmemBytes = 99 * 1024;
+constexpr std::size_t kSm90SmemBytes = 227 * 1024;
 
 }  // namespace
 
@@ -121,6 +126,7 @@ TEMPLATE_LIST_TEST_CASE("Tested configs derive consistent constants", "[traits]"
   STATIC_REQUIRE(Config::kAccumulatorRegisters ==
                  4 * Config::kRowTiles * (Config::kHeadDim / 8 + Config::kBlockN / 8));
   STATIC_REQUIRE(Config::kQInRegisters == (Config::kRowTiles * Config::kHeadDim <= 128));
+  STATIC_REQUIRE(Config::kRescaleBeforeExp == (Config::kRowTiles * Config::kHeadDim <= 128));
   STATIC_REQUIRE(Config::kSmemBytes == expected_smem_bytes<Config>());
   STATIC_REQUIRE(Config::kSmemBytes <= kSm80SmemBytes);
   STATIC_REQUIRE(std::is_same<typename Config::arch_tag, flashmma::arch::Sm80>::value);
@@ -154,6 +160,56 @@ TEST_CASE("Default configs: every head dim is the kernel's own", "[traits][defau
         }
       },
       flashmma::DefaultConfigsFor<__half>{});
+}
+
+template <int HeadDim>
+void check_default_family() {
+  using Defaults = flashmma::DefaultConfig<__half, HeadDim>;
+  STATIC_REQUIRE(Defaults::type::kHeadDim == HeadDim);
+  STATIC_REQUIRE(Defaults::causal::kHeadDim == HeadDim);
+  STATIC_REQUIRE(Defaults::compact::kHeadDim == HeadDim);
+  // The general and causal defaults run on every sm_80+ GPU but 8.6 / 8.9, the compact ones
+  // there too.
+  STATIC_REQUIRE(Defaults::type::kSmemBytes <= kSm80SmemBytes);
+  STATIC_REQUIRE(Defaults::causal::kSmemBytes <= kSm80SmemBytes);
+  STATIC_REQUIRE(Defaults::compact::kSmemBytes <= kSm86SmemBytes);
+  STATIC_REQUIRE(Defaults::compact::kSmemBytes <= flashmma::kCompactSmemBytes);
+  // With enough shared memory the mask picks general or causal; without, the compact config.
+  constexpr auto general = flashmma::default_variant<__half, HeadDim>(false, kSm90SmemBytes);
+  constexpr auto causal = flashmma::default_variant<__half, HeadDim>(true, kSm90SmemBytes);
+  STATIC_REQUIRE(general == flashmma::DefaultVariant::kGeneral);
+  STATIC_REQUIRE(causal == flashmma::DefaultVariant::kCausal);
+  const auto on_sm86 = flashmma::default_variant<__half, HeadDim>(false, kSm86SmemBytes);
+  const auto causal_on_sm86 = flashmma::default_variant<__half, HeadDim>(true, kSm86SmemBytes);
+  CHECK(on_sm86 == (Defaults::type::kSmemBytes <= kSm86SmemBytes
+                        ? flashmma::DefaultVariant::kGeneral
+                        : flashmma::DefaultVariant::kCompact));
+  CHECK(causal_on_sm86 == (Defaults::causal::kSmemBytes <= kSm86SmemBytes
+                               ? flashmma::DefaultVariant::kCausal
+                               : flashmma::DefaultVariant::kCompact));
+}
+
+TEST_CASE("Default configs: general, causal and compact per head dim, and which one runs",
+          "[traits][defaults][dispatch]") {
+  check_default_family<32>();
+  check_default_family<64>();
+  check_default_family<96>();
+  check_default_family<128>();
+  check_default_family<160>();
+  check_default_family<192>();
+  check_default_family<224>();
+  check_default_family<256>();
+  // The 8-warp d = 224 and d = 256 tiles need more than 99 KB: sm_86 / sm_89 run the compact
+  // ones.
+  CHECK(flashmma::default_variant<__half, 256>(false, kSm86SmemBytes) ==
+        flashmma::DefaultVariant::kCompact);
+  CHECK(flashmma::default_variant<__nv_bfloat16, 224>(true, kSm86SmemBytes) ==
+        flashmma::DefaultVariant::kCompact);
+  CHECK(flashmma::default_variant<__half, 256>(false, kSm80SmemBytes) ==
+        flashmma::DefaultVariant::kGeneral);
+  // Too little shared memory for any of them still names the compact config, whose launch then
+  // reports the device as unsupported.
+  CHECK(flashmma::default_variant<__half, 64>(false, 1024) == flashmma::DefaultVariant::kCompact);
 }
 
 TEST_CASE("kernel_head_dim_for picks the smallest kernel that fits", "[traits][dispatch]") {

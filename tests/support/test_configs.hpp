@@ -15,14 +15,17 @@
 namespace flashmma {
 namespace test {
 
-// The configs flashmma::forward(params) dispatches to, one per kernel head dim.
+// The general configs flashmma::forward(params) dispatches to, one per kernel head dim.
 using DefaultFp16Configs = DefaultConfigsFor<__half>;
 using DefaultBf16Configs = DefaultConfigsFor<__nv_bfloat16>;
+// The causal and compact defaults that differ from the general ones, both element types.
+using DefaultVariantConfigs = decltype(std::tuple_cat(DefaultVariantConfigsFor<__half>{},
+                                                      DefaultVariantConfigsFor<__nv_bfloat16>{}));
 
 // Shapes the defaults do not use, each chosen to stress one part of the kernel:
 using CustomConfigs = std::tuple<
-    // A single stage (K/V loads overlap only with the other operand's compute), 4 warps at a
-    // head dim whose default uses 8.
+    // The split schedule with padded rows at a head dim whose default swizzles, one row tile
+    // per warp.
     TileConfig<__half, 64, 64, 64, 4, 1, SmemLayout::kPaddedRows>,
     // Three stages with the swizzle, and a 32-key step at head dim 128.
     TileConfig<__nv_bfloat16, 128, 64, 32, 4, 3, SmemLayout::kXorSwizzle>,
@@ -32,7 +35,8 @@ using CustomConfigs = std::tuple<
     TileConfig<__nv_bfloat16, 256, 64, 16, 4, 1, SmemLayout::kPaddedRows>,
     // Two warps and a head dim that is not a power of two.
     TileConfig<__half, 96, 32, 64, 2, 2, SmemLayout::kPaddedRows>,
-    // Two m16 row tiles per warp (BlockM = 32 * Warps), Q fragments kept in registers.
+    // The ring schedule with two m16 row tiles per warp (BlockM = 32 * Warps), Q fragments
+    // kept in registers.
     TileConfig<__nv_bfloat16, 64, 128, 32, 4, 2, SmemLayout::kXorSwizzle>,
     // Two row tiles per warp with Q re-read from shared memory (2 * 96 > 128 registers).
     TileConfig<__half, 96, 64, 32, 2, 2, SmemLayout::kPaddedRows>>;

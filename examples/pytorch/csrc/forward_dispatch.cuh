@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Runs the default config for params.head_dim among a range of flashmma::kSupportedHeadDims.
+// Runs the default config for params.head_dim (flashmma::forward_default_config: general, causal
+// or compact) among a range of flashmma::kSupportedHeadDims.
 // Included only by the forward_*.cu units (see forward_launch.hpp).
 #pragma once
 
@@ -22,7 +23,7 @@ flashmma::Status forward_default_in(const flashmma::ForwardParams& params, cudaS
   } else {
     constexpr int kHeadDim = flashmma::kSupportedHeadDims[Index];
     if (flashmma::kernel_head_dim_for(params.head_dim) == kHeadDim) {
-      return flashmma::forward<flashmma::DefaultConfigT<Element, kHeadDim>>(params, stream);
+      return flashmma::forward_default_config<Element, kHeadDim>(params, stream);
     }
     return forward_default_in<Element, Index + 1, End>(params, stream);
   }

@@ -38,10 +38,12 @@ struct OnlineSoftmax {
   }
 
   // Turns one tile of raw scores into unnormalized probabilities, in place, and rescales the
-  // output accumulator to the new row maxima.
-  template <int kScoreTiles, int kOutputTiles>
+  // output accumulator to the new row maxima: before the exponentials when kRescaleFirst, after
+  // them otherwise (TileConfig::kRescaleBeforeExp says which is faster for a config).
+  template <bool kRescaleFirst, int kScoreTiles, int kOutputTiles>
   FLASHMMA_DEVICE void update(float (&scores)[kScoreTiles][4], float (&output)[kOutputTiles][4],
                               float scale_log2) {
+    float reference[kRowsPerThread];
     float correction[kRowsPerThread];
     bool max_changed = false;
 #pragma unroll
@@ -54,33 +56,27 @@ struct OnlineSoftmax {
       tile_max = ptx::quad_max(tile_max);
       const float new_max = fmaxf(row_max[r], tile_max);
       max_changed |= new_max != row_max[r];
-      const float reference = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+      reference[r] = new_max == -INFINITY ? 0.f : new_max * scale_log2;
       // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0.
-      correction[r] = ptx::ex2_approx(row_max[r] * scale_log2 - reference);
+      correction[r] = ptx::ex2_approx(row_max[r] * scale_log2 - reference[r]);
       row_max[r] = new_max;
-
+    }
+    if constexpr (kRescaleFirst) rescale(output, correction, max_changed);
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
       float tile_sum = 0.f;
 #pragma unroll
       for (int t = 0; t < kScoreTiles; ++t) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const float p = ptx::ex2_approx(fmaf(scores[t][2 * r + c], scale_log2, -reference));
+          const float p = ptx::ex2_approx(fmaf(scores[t][2 * r + c], scale_log2, -reference[r]));
           scores[t][2 * r + c] = p;
           tile_sum += p;
         }
       }
       row_sum[r] = fmaf(row_sum[r], correction[r], tile_sum);
     }
-    // Once the maxima settle (after the first few tiles of a long row) no row of the warp moves
-    // and the O rescale (HeadDim / 2 multiplies per row tile) is skipped; the vote keeps the
-    // branch warp-uniform.
-    if (__any_sync(ptx::kFullWarpMask, max_changed)) {
-#pragma unroll
-      for (int t = 0; t < kOutputTiles; ++t) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) output[t][i] *= correction[i / 2];
-      }
-    }
+    if constexpr (!kRescaleFirst) rescale(output, correction, max_changed);
   }
 
   // Completes the rows: sums the quad's partial sums, divides O by them, and returns the natural
@@ -98,6 +94,23 @@ struct OnlineSoftmax {
       for (int t = 0; t < kOutputTiles; ++t) {
         output[t][2 * r] *= inverse;
         output[t][2 * r + 1] *= inverse;
+      }
+    }
+  }
+
+ private:
+  // Once the maxima settle (after the first few tiles of a long row) no row of the warp moves
+  // and the O rescale (HeadDim / 2 multiplies per row tile) is skipped; the vote keeps the
+  // branch warp-uniform.
+  template <int kOutputTiles>
+  static FLASHMMA_DEVICE void rescale(float (&output)[kOutputTiles][4],
+                                      const float (&correction)[kRowsPerThread],
+                                      bool max_changed) {
+    if (__any_sync(ptx::kFullWarpMask, max_changed)) {
+#pragma unroll
+      for (int t = 0; t < kOutputTiles; ++t) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) output[t][i] *= correction[i / 2];
       }
     }
   }

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The configurations flashmma::forward(params, stream) picks, one per (element type, head dim).
-// This is the single list that tests, examples and benchmarks iterate over.
+// The configurations flashmma::forward(params, stream) picks: per (element type, head dim) a
+// general config, the one it runs under the causal mask, and a compact one for GPUs whose
+// per-block shared memory is too small for the other two. This is the single list that tests,
+// examples and benchmarks iterate over.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <tuple>
 
@@ -22,42 +25,113 @@ constexpr int kernel_head_dim_for(int64_t head_dim) {
   return 0;
 }
 
+// Per-block shared memory (opt-in) of compute capability 8.6 and 8.9 GPUs, the smallest of the
+// supported architectures: every compact config fits it.
+inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
+
 // Tile choice per head dim, shared by fp16 and bf16 (same operand width, same mma rate), picked
-// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md):
+// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md). All use the
+// single-buffered split schedule (Stages = 1):
 //  - 32 to 128: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
-//    memory feeds two mma), 64 keys a step (128 for d = 32).
-//  - 160 to 224: 8 warps x 16 rows, 64 keys a step (32 for d = 224).
-//  - 256: 4 warps x 16 rows, 32 keys a step, two blocks per SM.
-// Every default fits the 163 KB of shared memory an A100 (sm_80) grants a block; the 128-row
-// d = 256 tile was faster on an H200 but needs 192 KB.
+//    memory feeds two mma), 64 keys a step; at d = 128 the causal mask runs on 4 warps x 16
+//    rows, whose smaller diagonal tiles waste less work.
+//  - 160, 192: 4 warps x 16 rows, 64 keys a step.
+//  - 224, 256: 8 warps x 16 rows, 64 keys a step (119 and 128 KB of shared memory); compact
+//    fallback 4 warps x 16 rows (89 and 96 KB).
+// Every general and causal config fits the 163 KB of shared memory an A100 (sm_80) grants a
+// block, every compact one the 99 KB of sm_86 / sm_89.
 // Head dims that are multiples of 64 use the XOR swizzle, the others padded rows.
 template <class Element, int HeadDim>
 struct DefaultConfig;
 
-#define FLASHMMA_DEFAULT_CONFIG(DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, LAYOUT, MIN_BLOCKS)         \
-  template <class Element>                                                                       \
-  struct DefaultConfig<Element, DIM> {                                                           \
-    using type =                                                                                 \
-        TileConfig<Element, DIM, BLOCK_M, BLOCK_N, WARPS, STAGES, SmemLayout::LAYOUT, MIN_BLOCKS>; \
-  };
-FLASHMMA_DEFAULT_CONFIG(32, 128, 128, 4, 2, kPaddedRows, 1)
-FLASHMMA_DEFAULT_CONFIG(64, 128, 64, 4, 2, kXorSwizzle, 1)
-FLASHMMA_DEFAULT_CONFIG(96, 128, 64, 4, 2, kPaddedRows, 1)
-FLASHMMA_DEFAULT_CONFIG(128, 128, 64, 4, 2, kXorSwizzle, 1)
-FLASHMMA_DEFAULT_CONFIG(160, 128, 64, 8, 2, kPaddedRows, 1)
-FLASHMMA_DEFAULT_CONFIG(192, 128, 64, 8, 2, kXorSwizzle, 1)
-FLASHMMA_DEFAULT_CONFIG(224, 128, 32, 8, 2, kPaddedRows, 1)
-FLASHMMA_DEFAULT_CONFIG(256, 64, 32, 4, 2, kXorSwizzle, 2)
-#undef FLASHMMA_DEFAULT_CONFIG
+// Every default is a split-schedule (Stages = 1) TileConfig.
+template <class Element, int HeadDim, int BlockM, int Warps, SmemLayout Layout,
+          int MinBlocksPerSm = 1>
+using SplitTile = TileConfig<Element, HeadDim, BlockM, /*BlockN=*/64, Warps, /*Stages=*/1,
+                             Layout, MinBlocksPerSm>;
 
+template <class Element>
+struct DefaultConfig<Element, 32> {
+  // Three blocks per SM (at most 168 registers a thread) measured 2-7% ahead of one.
+  using type = SplitTile<Element, 32, 128, 4, SmemLayout::kPaddedRows, 3>;
+  using causal = type;
+  using compact = type;
+};
+template <class Element>
+struct DefaultConfig<Element, 64> {
+  using type = SplitTile<Element, 64, 128, 4, SmemLayout::kXorSwizzle>;
+  using causal = type;
+  using compact = type;
+};
+template <class Element>
+struct DefaultConfig<Element, 96> {
+  using type = SplitTile<Element, 96, 128, 4, SmemLayout::kPaddedRows>;
+  using causal = type;
+  using compact = type;
+};
+template <class Element>
+struct DefaultConfig<Element, 128> {
+  using type = SplitTile<Element, 128, 128, 4, SmemLayout::kXorSwizzle>;
+  using causal = SplitTile<Element, 128, 64, 4, SmemLayout::kXorSwizzle>;
+  using compact = type;
+};
+template <class Element>
+struct DefaultConfig<Element, 160> {
+  using type = SplitTile<Element, 160, 64, 4, SmemLayout::kPaddedRows>;
+  using causal = type;
+  using compact = type;
+};
+template <class Element>
+struct DefaultConfig<Element, 192> {
+  using type = SplitTile<Element, 192, 64, 4, SmemLayout::kXorSwizzle>;
+  using causal = type;
+  using compact = type;
+};
+template <class Element>
+struct DefaultConfig<Element, 224> {
+  using type = SplitTile<Element, 224, 128, 8, SmemLayout::kPaddedRows>;
+  using causal = type;
+  using compact = SplitTile<Element, 224, 64, 4, SmemLayout::kPaddedRows>;
+};
+template <class Element>
+struct DefaultConfig<Element, 256> {
+  using type = SplitTile<Element, 256, 128, 8, SmemLayout::kXorSwizzle>;
+  using causal = type;
+  using compact = SplitTile<Element, 256, 64, 4, SmemLayout::kXorSwizzle>;
+};
+
+// The general default of a head dim (what forward() runs without a mask on GPUs with the
+// shared memory for it).
 template <class Element, int HeadDim>
 using DefaultConfigT = typename DefaultConfig<Element, HeadDim>::type;
 
+// Which of a head dim's three defaults forward() runs.
+enum class DefaultVariant { kGeneral, kCausal, kCompact };
+
+// The general config, or the causal one under the causal mask; the compact one when the
+// device's per-block shared memory (opt-in) cannot hold that choice.
+template <class Element, int HeadDim>
+constexpr DefaultVariant default_variant(bool causal, std::size_t smem_per_block_optin) {
+  using Defaults = DefaultConfig<Element, HeadDim>;
+  const std::size_t wanted =
+      causal ? Defaults::causal::kSmemBytes : Defaults::type::kSmemBytes;
+  if (wanted > smem_per_block_optin) return DefaultVariant::kCompact;
+  return causal ? DefaultVariant::kCausal : DefaultVariant::kGeneral;
+}
+
+// The general defaults, one per supported head dim, in order.
 template <class Element>
 using DefaultConfigsFor =
     std::tuple<DefaultConfigT<Element, 32>, DefaultConfigT<Element, 64>,
                DefaultConfigT<Element, 96>, DefaultConfigT<Element, 128>,
                DefaultConfigT<Element, 160>, DefaultConfigT<Element, 192>,
                DefaultConfigT<Element, 224>, DefaultConfigT<Element, 256>>;
+
+// The causal and compact defaults that differ from the general ones.
+template <class Element>
+using DefaultVariantConfigsFor =
+    std::tuple<typename DefaultConfig<Element, 128>::causal,
+               typename DefaultConfig<Element, 224>::compact,
+               typename DefaultConfig<Element, 256>::compact>;
 
 }  // namespace flashmma

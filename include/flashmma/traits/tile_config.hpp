@@ -9,8 +9,9 @@
 // A block computes BlockM query rows of one (batch, head); each of its warps owns BlockM / Warps
 // of those rows ("split Q", in m16 tiles) and walks all keys in tiles of BlockN, so softmax
 // statistics never leave a warp. Stages is how many K/V tile pairs are resident in shared
-// memory: with 1, V of the current tile loads while Q K^T runs; with S > 1, the next S - 1 tile
-// pairs load while this one computes. MinBlocksPerSm trades registers for resident warps.
+// memory: with 1, V of the current tile loads while Q K^T runs and the next K while the softmax
+// and P V run; with S > 1, the next S - 1 tile pairs load while this one computes.
+// MinBlocksPerSm trades registers for resident warps.
 #pragma once
 
 #include <cstddef>
@@ -80,6 +81,11 @@ struct TileConfig {
   // Keeping Q's fragments in registers saves one ldmatrix per k16 slice per K tile; it costs
   // HeadDim / 4 32-bit registers per thread per row tile, affordable up to 32 of them.
   static constexpr bool kQInRegisters = kRowTiles * HeadDim <= 128;
+  // Where the online softmax rescales O when a row maximum moves: before the exponentials (so
+  // that they and the P V mma after them form one branch-free stretch the compiler interleaves)
+  // or after them. Measured on an H200 (docs/tuning.md, step 9): before wins by 2-7% while O
+  // takes at most 64 registers per thread, and loses 2-8% above that.
+  static constexpr bool kRescaleBeforeExp = kRowTiles * HeadDim / 2 <= 64;
 
   // 16-byte chunks per tile row, and how many of them each thread copies per tile.
   static constexpr int kChunksPerRow = HeadDim / kElementsPerChunk;

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// forward<Config> for the causal and compact defaults that differ from the general ones (fp16
+// and bf16), over the case matrix and routed head dims; and forward() itself choosing among a
+// head dim's defaults on this device.
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "support/forward_case.cuh"
+#include "support/test_configs.hpp"
+
+TEMPLATE_LIST_TEST_CASE("forward<Config> matches the reference for the causal and compact defaults",
+                        "[gpu][forward][variants]", flashmma::test::DefaultVariantConfigs) {
+  flashmma::test::check_config_case_matrix<TestType>();
+}
+
+namespace {
+
+using flashmma::DefaultVariant;
+using flashmma::ForwardParams;
+using flashmma::Status;
+using flashmma::test::AttentionCase;
+
+// Runs forward_default_config<Element, HeadDim> and forward<the config default_variant names
+// for this device> on the same inputs; both are deterministic, so the outputs must be equal
+// bit for bit.
+template <class Element, int HeadDim>
+void check_dispatch(bool causal) {
+  using Defaults = flashmma::DefaultConfig<Element, HeadDim>;
+  AttentionCase c;
+  c.batch = 2;
+  c.seqlen_q = 300;
+  c.seqlen_k = 300;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.head_dim = HeadDim;
+  c.causal = causal;
+  INFO("case: " << c.describe());
+  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
+
+  flashmma::DeviceInfo device;
+  REQUIRE(flashmma::query_device(device).ok());
+  Status expected_status;
+  switch (flashmma::default_variant<Element, HeadDim>(causal, device.smem_per_block_optin)) {
+    case DefaultVariant::kGeneral:
+      expected_status = flashmma::forward<typename Defaults::type>(t.params);
+      break;
+    case DefaultVariant::kCausal:
+      expected_status = flashmma::forward<typename Defaults::causal>(t.params);
+      break;
+    case DefaultVariant::kCompact:
+      expected_status = flashmma::forward<typename Defaults::compact>(t.params);
+      break;
+  }
+  REQUIRE(expected_status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<Element> expected = t.o.to_host();
+
+  flashmma::test::poison(t.o);
+  const Status status = flashmma::forward_default_config<Element, HeadDim>(t.params);
+  INFO("forward_default_config returned: " << status.message());
+  REQUIRE(status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<Element> actual = t.o.to_host();
+  REQUIRE(actual.size() == expected.size());
+  int64_t mismatches = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    if (std::memcmp(&actual[i], &expected[i], sizeof(Element)) != 0) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  flashmma::test::require_matches_reference(t);
+}
+
+}  // namespace
+
+TEST_CASE("forward_default_config runs the variant default_variant names for this device",
+          "[gpu][forward][variants][dispatch]") {
+  SECTION("d = 128, no mask") { check_dispatch<__half, 128>(false); }
+  SECTION("d = 128, causal") { check_dispatch<__half, 128>(true); }
+  SECTION("d = 256, causal, bf16") { check_dispatch<__nv_bfloat16, 256>(true); }
+}
