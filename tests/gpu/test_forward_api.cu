@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -31,28 +30,10 @@ using flashmma::test::AttentionCase;
 using flashmma::test::CaseTensors;
 using flashmma::test::DeviceBuffer;
 using flashmma::test::Layout;
+using flashmma::test::make_case;
+using flashmma::test::same_bytes;
 
 Status default_forward(const ForwardParams& params) { return flashmma::forward(params); }
-
-// Byte-wise equality of two host copies.
-template <class T>
-bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-AttentionCase make_case(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
-                        int64_t heads_kv, int64_t head_dim, bool causal, Layout layout) {
-  AttentionCase c;
-  c.batch = batch;
-  c.seqlen_q = seqlen_q;
-  c.seqlen_k = seqlen_k;
-  c.heads_q = heads_q;
-  c.heads_kv = heads_kv;
-  c.head_dim = head_dim;
-  c.causal = causal;
-  c.layout = layout;
-  return c;
-}
 
 // Head dims with and without a kernel of their own: 8, 24 and 40 run on the 32 and 64 kernels,
 // 200 on 224; 256 is the largest.

@@ -4,9 +4,6 @@
 // head dim's defaults on this device.
 #include <catch2/catch.hpp>
 
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "support/forward_case.cuh"
@@ -30,14 +27,8 @@ using flashmma::test::AttentionCase;
 template <class Element, int HeadDim>
 void check_dispatch(bool causal) {
   using Defaults = flashmma::DefaultConfig<Element, HeadDim>;
-  AttentionCase c;
-  c.batch = 2;
-  c.seqlen_q = 300;
-  c.seqlen_k = 300;
-  c.heads_q = 4;
-  c.heads_kv = 2;
-  c.head_dim = HeadDim;
-  c.causal = causal;
+  const AttentionCase c =
+      flashmma::test::make_case(2, 300, 300, 4, 2, HeadDim, causal, flashmma::test::Layout::kBSHD);
   INFO("case: " << c.describe());
   flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
 
@@ -64,13 +55,7 @@ void check_dispatch(bool causal) {
   INFO("forward_default_config returned: " << status.message());
   REQUIRE(status.ok());
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<Element> actual = t.o.to_host();
-  REQUIRE(actual.size() == expected.size());
-  int64_t mismatches = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    if (std::memcmp(&actual[i], &expected[i], sizeof(Element)) != 0) ++mismatches;
-  }
-  CHECK(mismatches == 0);
+  CHECK(flashmma::test::same_bytes(t.o.to_host(), expected));
   flashmma::test::require_matches_reference(t);
 }
 

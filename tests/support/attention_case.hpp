@@ -89,6 +89,22 @@ struct AttentionCase {
   }
 };
 
+// One case of the given shape, with the remaining fields at their defaults (LSE written, default
+// softmax scale).
+inline AttentionCase make_case(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                               int64_t heads_kv, int64_t head_dim, bool causal, Layout layout) {
+  AttentionCase c;
+  c.batch = batch;
+  c.seqlen_q = seqlen_q;
+  c.seqlen_k = seqlen_k;
+  c.heads_q = heads_q;
+  c.heads_kv = heads_kv;
+  c.head_dim = head_dim;
+  c.causal = causal;
+  c.layout = layout;
+  return c;
+}
+
 namespace detail {
 
 // One row of the case tables below; the generators add the head dim.

@@ -101,6 +101,12 @@ class DeviceBuffer {
   int64_t count_ = 0;
 };
 
+// Byte-wise equality of two host copies (bit-for-bit, NaN payloads included).
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
 // Fills every byte with kPoisonByte: each fp16, bf16 or fp32 element becomes a NaN that no
 // correct kernel produces, so an element a kernel never wrote is easy to find.
 template <class T>
