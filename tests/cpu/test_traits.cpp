@@ -37,6 +37,13 @@ using TestedConfigs = decltype(std::tuple_cat(flashmma::test::DefaultFp16Configs
                                               flashmma::test::DefaultVariantConfigs{},
                                               flashmma::test::CustomConfigs{}));
 
+// Whether a std::tuple of types holds T.
+template <class T, class Tuple>
+struct TupleHolds;
+template <class T, class... Types>
+struct TupleHolds<T, std::tuple<Types...>>
+    : std::bool_constant<(std::is_same<T, Types>::value || ...)> {};
+
 // Opt-in shared memory per block of sm_86 / sm_89 GPUs and of sm_90 (H100, H200).
 constexpr std::size_t kSm86SmemBytes = 99 * 1024;
 constexpr std::size_t kSm90SmemBytes = 227 * 1024;
@@ -168,6 +175,13 @@ void check_default_family() {
   STATIC_REQUIRE(Defaults::type::kHeadDim == HeadDim);
   STATIC_REQUIRE(Defaults::causal::kHeadDim == HeadDim);
   STATIC_REQUIRE(Defaults::compact::kHeadDim == HeadDim);
+  // DefaultVariantConfigsFor (the list the GPU tests run) is written by hand: it must hold every
+  // causal and compact config that differs from the general one.
+  using Variants = flashmma::DefaultVariantConfigsFor<__half>;
+  STATIC_REQUIRE((std::is_same<typename Defaults::causal, typename Defaults::type>::value ||
+                  TupleHolds<typename Defaults::causal, Variants>::value));
+  STATIC_REQUIRE((std::is_same<typename Defaults::compact, typename Defaults::type>::value ||
+                  TupleHolds<typename Defaults::compact, Variants>::value));
   // The general and causal defaults run on every sm_80+ GPU but 8.6 / 8.9, the compact ones
   // there too.
   STATIC_REQUIRE(Defaults::type::kSmemBytes <= kSm80SmemBytes);
