@@ -120,3 +120,40 @@ TEST_CASE("XOR swizzle matches the table drawn in smem_layout.hpp", "[smem]") {
   CHECK(Wide::offset(1, 8 * kChunkElements) == 128 + 9 * kChunkElements);
   CHECK(Wide::offset(3, 15 * kChunkElements) == 3 * 128 + 12 * kChunkElements);
 }
+
+// LdmatrixOffsets<L, D> for the TileLayout<L, D> a test instantiates.
+template <class Layout>
+struct OffsetsOf;
+template <SmemLayout L, int D>
+struct OffsetsOf<TileLayout<L, D>> {
+  using type = flashmma::LdmatrixOffsets<L, D>;
+};
+
+TEMPLATE_LIST_TEST_CASE("LdmatrixOffsets agrees with offset() for every block a lane reads",
+                        "[smem]", Layouts) {
+  using Layout = TestType;
+  using Offsets = typename OffsetsOf<Layout>::type;
+  constexpr int kHeadDim = HeadDimOf<Layout>::value;
+  constexpr int kBlockRows = 16;
+  constexpr int kBlockCols = 16;
+  // A lane of ldmatrix .x4 points at any of the 16 rows of a block, at column 0 or 8 of it;
+  // blocks start at multiples of 8 rows (16 in the kernels) and of 16 columns.
+  for (int lane_row = 0; lane_row < kBlockRows; ++lane_row) {
+    for (int lane_col : {0, kChunkElements}) {
+      const Offsets offsets(lane_row, lane_col);
+      for (int row0 = 0; row0 + kBlockRows <= kTileRows; row0 += kLdmatrixRows) {
+        for (int col0 = 0; col0 < kHeadDim; col0 += kBlockCols) {
+          INFO("lane (" << lane_row << ", " << lane_col << "), block (" << row0 << ", " << col0
+                        << ")");
+          REQUIRE(offsets.at(row0, col0) == Layout::offset(row0 + lane_row, col0 + lane_col));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("LdmatrixOffsets keeps four lane parts under the swizzle and one under padding",
+          "[smem]") {
+  STATIC_REQUIRE(flashmma::LdmatrixOffsets<SmemLayout::kXorSwizzle, 128>::kLaneParts == 4);
+  STATIC_REQUIRE(flashmma::LdmatrixOffsets<SmemLayout::kPaddedRows, 96>::kLaneParts == 1);
+}

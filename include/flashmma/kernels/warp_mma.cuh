@@ -16,6 +16,7 @@
 #include "flashmma/ptx/mma.cuh"
 #include "flashmma/ptx/smem.cuh"
 #include "flashmma/traits/fragment_map.hpp"
+#include "flashmma/traits/smem_layout.hpp"
 #include "flashmma/traits/tile_config.hpp"
 
 namespace flashmma {
@@ -40,23 +41,34 @@ FLASHMMA_DEVICE void fill_zero(float (&fragments)[Rows][Cols][4]) {
   }
 }
 
-// The A fragment of k16 slice `slice` of the 16 rows starting at `first_row` of a row-major tile.
-template <class Config, class Element>
-FLASHMMA_DEVICE void load_a_fragment(uint32_t (&a)[4], const Element* tile, int first_row,
-                                     int slice, int lane) {
+template <class Config>
+using BlockOffsets = LdmatrixOffsets<Config::kSmemLayout, Config::kHeadDim>;
+
+// Where this lane points ldmatrix for the A fragments of a row-major tile (Q).
+template <class Config>
+FLASHMMA_DEVICE BlockOffsets<Config> a_fragment_offsets(int lane) {
   const fragment::Coord source = fragment::ldmatrix_a_x4_source(lane);
-  ptx::ldmatrix_x4(a, ptx::smem_address(tile + Config::layout::offset(
-                                               first_row + source.row, slice * 16 + source.col)));
+  return BlockOffsets<Config>(source.row, source.col);
+}
+
+// The A fragment of k16 slice `slice` of the 16 rows starting at `first_row` (a multiple of 16)
+// of a row-major tile.
+template <class Config, class Element>
+FLASHMMA_DEVICE void load_a_fragment(uint32_t (&a)[4], const Element* tile,
+                                     const BlockOffsets<Config>& offsets, int first_row,
+                                     int slice) {
+  ptx::ldmatrix_x4(a, ptx::smem_address(tile + offsets.at(first_row, slice * kMmaK)));
 }
 
 template <class Config, class Element>
 FLASHMMA_DEVICE void load_q_fragments(QFragments<Config>& q, const Element* q_tile,
                                       int warp_first_row, int lane) {
+  const BlockOffsets<Config> offsets = a_fragment_offsets<Config>(lane);
 #pragma unroll
   for (int rt = 0; rt < Config::kRowTiles; ++rt) {
 #pragma unroll
     for (int slice = 0; slice < Config::kHeadDimSlices; ++slice) {
-      load_a_fragment<Config>(q[rt][slice], q_tile, warp_first_row + rt * kMmaM, slice, lane);
+      load_a_fragment<Config>(q[rt][slice], q_tile, offsets, warp_first_row + rt * kMmaM, slice);
     }
   }
 }
@@ -68,7 +80,9 @@ FLASHMMA_DEVICE void compute_scores(ScoreFragments<Config>& scores,
                                     const QFragments<Config>& q_registers, const Element* q_tile,
                                     const Element* k_tile, int warp_first_row, int lane) {
   fill_zero(scores);
+  const BlockOffsets<Config> q_offsets = a_fragment_offsets<Config>(lane);
   const fragment::Coord source = fragment::ldmatrix_b_x4_source(lane);
+  const BlockOffsets<Config> k_offsets(source.row, source.col);
 #pragma unroll
   for (int slice = 0; slice < Config::kHeadDimSlices; ++slice) {
     uint32_t q_slice[Config::kRowTiles][4];
@@ -78,14 +92,14 @@ FLASHMMA_DEVICE void compute_scores(ScoreFragments<Config>& scores,
 #pragma unroll
         for (int i = 0; i < 4; ++i) q_slice[rt][i] = q_registers[rt][slice][i];
       } else {
-        load_a_fragment<Config>(q_slice[rt], q_tile, warp_first_row + rt * kMmaM, slice, lane);
+        load_a_fragment<Config>(q_slice[rt], q_tile, q_offsets, warp_first_row + rt * kMmaM,
+                                slice);
       }
     }
 #pragma unroll
     for (int pair = 0; pair < Config::kScoreTiles / 2; ++pair) {
       uint32_t b[4];
-      ptx::ldmatrix_x4(b, ptx::smem_address(k_tile + Config::layout::offset(
-                                                 pair * 16 + source.row, slice * 16 + source.col)));
+      ptx::ldmatrix_x4(b, ptx::smem_address(k_tile + k_offsets.at(pair * 16, slice * kMmaK)));
       const uint32_t b_first[2] = {b[0], b[1]};
       const uint32_t b_second[2] = {b[2], b[3]};
 #pragma unroll
@@ -121,6 +135,7 @@ FLASHMMA_DEVICE void accumulate_output(OutputFragments<Config>& output,
                                        const ScoreFragments<Config>& probabilities,
                                        const Element* v_tile, int lane) {
   const fragment::Coord source = fragment::ldmatrix_b_trans_x4_source(lane);
+  const BlockOffsets<Config> v_offsets(source.row, source.col);
 #pragma unroll
   for (int slice = 0; slice < Config::kKeySlices; ++slice) {
     uint32_t a[Config::kRowTiles][4];
@@ -136,9 +151,8 @@ FLASHMMA_DEVICE void accumulate_output(OutputFragments<Config>& output,
 #pragma unroll
     for (int pair = 0; pair < Config::kOutputTiles / 2; ++pair) {
       uint32_t b[4];
-      ptx::ldmatrix_x4_trans(b, ptx::smem_address(v_tile + Config::layout::offset(
-                                                      slice * 16 + source.row,
-                                                      pair * 16 + source.col)));
+      ptx::ldmatrix_x4_trans(b,
+                             ptx::smem_address(v_tile + v_offsets.at(slice * kMmaK, pair * 16)));
       const uint32_t b_first[2] = {b[0], b[1]};
       const uint32_t b_second[2] = {b[2], b[3]};
 #pragma unroll

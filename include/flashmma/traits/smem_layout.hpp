@@ -58,4 +58,41 @@ struct TileLayout {
   static constexpr FLASHMMA_HOST_DEVICE int tile_elements(int rows) { return rows * kRowStride; }
 };
 
+// Offsets of the 16 x 16 blocks a lane reads with ldmatrix .x4, with the lane's own part
+// computed once. The lane points at logical (row0 + lane_row, col0 + lane_col), where row0 is a
+// multiple of 8, col0 a multiple of 16, and lane_col 0 or 8 (traits/fragment_map.hpp).
+//
+// Why: offset() at every (row0, col0) of an unrolled loop leaves the compiler one address
+// register per distinct col0 (and per row tile for Q), all live through the main loop: 32 of
+// the 255 registers at d = 128. Here the lane part depends only on col0 % 64 under the XOR
+// swizzle (4 parts) and on nothing under padded rows (1 part); the rest is a constant the
+// ldmatrix takes as an immediate. Under the swizzle that holds because row0 % 8 == 0 leaves the
+// XOR key (row % 8) to the lane, and col0 = 64 g + 16 q with 2 q + lane_col / 8 < 8 keeps the
+// XOR inside group g:
+//   chunk(row0 + lane_row, col0 + lane_col) = 8 g + ((2 q + lane_col / 8) ^ (lane_row % 8)).
+template <SmemLayout Layout, int HeadDim>
+class LdmatrixOffsets {
+  using Tile = TileLayout<Layout, HeadDim>;
+  static constexpr int kBlockCols = 16;
+
+ public:
+  static constexpr int kLaneParts = Layout == SmemLayout::kXorSwizzle ? 4 : 1;
+
+  FLASHMMA_HOST_DEVICE LdmatrixOffsets(int lane_row, int lane_col) {
+    for (int part = 0; part < kLaneParts; ++part) {
+      lane_part_[part] = Tile::offset(lane_row, part * kBlockCols + lane_col);
+    }
+  }
+
+  // Element offset of the lane's address in the block at (row0, col0).
+  FLASHMMA_HOST_DEVICE int at(int row0, int col0) const {
+    constexpr int kPeriod = kLaneParts * kBlockCols;  // columns after which the parts repeat
+    return lane_part_[(col0 / kBlockCols) % kLaneParts] + row0 * Tile::kRowStride +
+           (col0 - col0 % kPeriod);
+  }
+
+ private:
+  int lane_part_[kLaneParts];
+};
+
 }  // namespace flashmma
