@@ -97,6 +97,17 @@ TEST_CASE("TileConfig with two m16 row tiles per warp", "[traits]") {
   STATIC_REQUIRE(Config::kSmemBytes == 2 * (128 + 2 * 2 * 64) * 64);
 }
 
+TEST_CASE("TileConfig rescales O before the exponentials unless told otherwise", "[traits]") {
+  using flashmma::RescaleOrder;
+  using Default = TileConfig<__half, 128, 128, 64, 4, 1, SmemLayout::kXorSwizzle>;
+  STATIC_REQUIRE(Default::kRescaleOrder == RescaleOrder::kBeforeExp);
+  STATIC_REQUIRE(Default::kRescaleBeforeExp);
+  using After =
+      TileConfig<__half, 128, 128, 64, 4, 1, SmemLayout::kXorSwizzle, 1, RescaleOrder::kAfterExp>;
+  STATIC_REQUIRE(!After::kRescaleBeforeExp);
+  STATIC_REQUIRE(flashmma::IsTileConfig<After>::value);
+}
+
 TEST_CASE("TileConfig keeps Q in registers up to 128 columns of row tiles", "[traits]") {
   STATIC_REQUIRE(TileConfig<__half, 16, 16, 16, 1, 1, SmemLayout::kPaddedRows>::kQInRegisters);
   STATIC_REQUIRE(TileConfig<__half, 128, 64, 64, 4, 2, SmemLayout::kXorSwizzle>::kQInRegisters);
@@ -133,7 +144,8 @@ TEMPLATE_LIST_TEST_CASE("Tested configs derive consistent constants", "[traits]"
   STATIC_REQUIRE(Config::kAccumulatorRegisters ==
                  4 * Config::kRowTiles * (Config::kHeadDim / 8 + Config::kBlockN / 8));
   STATIC_REQUIRE(Config::kQInRegisters == (Config::kRowTiles * Config::kHeadDim <= 128));
-  STATIC_REQUIRE(Config::kRescaleBeforeExp == (Config::kRowTiles * Config::kHeadDim <= 128));
+  STATIC_REQUIRE(Config::kRescaleBeforeExp ==
+                 (Config::kRescaleOrder == flashmma::RescaleOrder::kBeforeExp));
   STATIC_REQUIRE(Config::kSmemBytes == expected_smem_bytes<Config>());
   STATIC_REQUIRE(Config::kSmemBytes <= kSm80SmemBytes);
   STATIC_REQUIRE(std::is_same<typename Config::arch_tag, flashmma::arch::Sm80>::value);

@@ -40,15 +40,16 @@ inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
 //    fallback 4 warps x 16 rows (89 and 96 KB).
 // Every general and causal config fits the 163 KB of shared memory an A100 (sm_80) grants a
 // block, every compact one the 99 KB of sm_86 / sm_89.
-// Head dims that are multiples of 64 use the XOR swizzle, the others padded rows.
+// Head dims that are multiples of 64 use the XOR swizzle, the others padded rows. All rescale O
+// before the exponentials except the general d = 128 and d = 192 configs.
 template <class Element, int HeadDim>
 struct DefaultConfig;
 
 // Every default is a split-schedule (Stages = 1) TileConfig.
 template <class Element, int HeadDim, int BlockM, int Warps, SmemLayout Layout,
-          int MinBlocksPerSm = 1>
+          int MinBlocksPerSm = 1, RescaleOrder Rescale = RescaleOrder::kBeforeExp>
 using SplitTile = TileConfig<Element, HeadDim, BlockM, /*BlockN=*/64, Warps, /*Stages=*/1,
-                             Layout, MinBlocksPerSm>;
+                             Layout, MinBlocksPerSm, Rescale>;
 
 template <class Element>
 struct DefaultConfig<Element, 32> {
@@ -71,7 +72,9 @@ struct DefaultConfig<Element, 96> {
 };
 template <class Element>
 struct DefaultConfig<Element, 128> {
-  using type = SplitTile<Element, 128, 128, 4, SmemLayout::kXorSwizzle>;
+  // O rescaled after the exponentials: 1-3% faster for this tile (before for the causal one).
+  using type =
+      SplitTile<Element, 128, 128, 4, SmemLayout::kXorSwizzle, 1, RescaleOrder::kAfterExp>;
   using causal = SplitTile<Element, 128, 64, 4, SmemLayout::kXorSwizzle>;
   using compact = type;
 };
@@ -83,7 +86,9 @@ struct DefaultConfig<Element, 160> {
 };
 template <class Element>
 struct DefaultConfig<Element, 192> {
-  using type = SplitTile<Element, 192, 64, 4, SmemLayout::kXorSwizzle>;
+  // O rescaled after the exponentials: 1-6% faster for this tile.
+  using type =
+      SplitTile<Element, 192, 64, 4, SmemLayout::kXorSwizzle, 1, RescaleOrder::kAfterExp>;
   using causal = type;
   using compact = type;
 };

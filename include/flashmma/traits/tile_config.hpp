@@ -6,12 +6,15 @@
 //                                         flashmma::SmemLayout::kXorSwizzle>;
 //   flashmma::forward<MyConfig>(params, stream);
 //
+// (optional after Layout: MinBlocksPerSm = 1, Rescale = RescaleOrder::kBeforeExp, Arch)
+//
 // A block computes BlockM query rows of one (batch, head); each of its warps owns BlockM / Warps
 // of those rows ("split Q", in m16 tiles) and walks all keys in tiles of BlockN, so softmax
 // statistics never leave a warp. Stages is how many K/V tile pairs are resident in shared
 // memory: with 1, V of the current tile loads while Q K^T runs and the next K while the softmax
 // and P V run; with S > 1, the next S - 1 tile pairs load while this one computes.
-// MinBlocksPerSm trades registers for resident warps.
+// MinBlocksPerSm trades registers for resident warps. Rescale is where the online softmax
+// rescales O when a row maximum moves (a scheduling choice; the results are the same).
 #pragma once
 
 #include <cstddef>
@@ -27,8 +30,14 @@ inline constexpr int kMmaN = 8;
 inline constexpr int kMmaK = 16;
 inline constexpr int kMaxHeadDim = 256;
 
+// Where the online softmax rescales the O accumulator when a row maximum moves: before the
+// exponentials (so that they and the P V mma after them form one branch-free stretch the
+// compiler can interleave) or after them. Same arithmetic, different instruction schedule.
+enum class RescaleOrder : int { kBeforeExp, kAfterExp };
+
 template <class Element, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
-          SmemLayout Layout, int MinBlocksPerSm = 1, class Arch = arch::Sm80>
+          SmemLayout Layout, int MinBlocksPerSm = 1,
+          RescaleOrder Rescale = RescaleOrder::kBeforeExp, class Arch = arch::Sm80>
 struct TileConfig {
   static_assert(IsSupportedElement<Element>::value,
                 "Element must be __half or __nv_bfloat16");
@@ -62,6 +71,7 @@ struct TileConfig {
   // use at most 65536 / (MinBlocksPerSm * kThreads) registers per thread (more warps to hide
   // latency, possibly fewer registers than the tile wants).
   static constexpr int kMinBlocksPerSm = MinBlocksPerSm;
+  static constexpr RescaleOrder kRescaleOrder = Rescale;
 
   static constexpr int kThreads = Warps * 32;
   // Each warp owns kRowsPerWarp query rows as kRowTiles m16 tiles. Every K or V fragment a warp
@@ -81,11 +91,10 @@ struct TileConfig {
   // Keeping Q's fragments in registers saves one ldmatrix per k16 slice per K tile; it costs
   // HeadDim / 4 32-bit registers per thread per row tile, affordable up to 32 of them.
   static constexpr bool kQInRegisters = kRowTiles * HeadDim <= 128;
-  // Where the online softmax rescales O when a row maximum moves: before the exponentials (so
-  // that they and the P V mma after them form one branch-free stretch the compiler interleaves)
-  // or after them. Measured on an H200 (docs/tuning.md, step 9): before wins by 2-7% while O
-  // takes at most 64 registers per thread, and loses 2-8% above that.
-  static constexpr bool kRescaleBeforeExp = kRowTiles * HeadDim / 2 <= 64;
+  // Measured on an H200 (docs/tuning.md, step 13): before the exponentials is 1-7% faster for
+  // most configs, after them 1-6% faster for 128x64 tiles on 4 warps at d = 128 and 64x64 on 4
+  // warps at d = 192; the defaults say which they use.
+  static constexpr bool kRescaleBeforeExp = Rescale == RescaleOrder::kBeforeExp;
 
   // 16-byte chunks per tile row, and how many of them each thread copies per tile.
   static constexpr int kChunksPerRow = HeadDim / kElementsPerChunk;
@@ -111,8 +120,9 @@ template <class T>
 struct IsTileConfig {
   static constexpr bool value = false;
 };
-template <class E, int D, int M, int N, int W, int S, SmemLayout L, int B, class A>
-struct IsTileConfig<TileConfig<E, D, M, N, W, S, L, B, A>> {
+template <class E, int D, int M, int N, int W, int S, SmemLayout L, int B, RescaleOrder R,
+          class A>
+struct IsTileConfig<TileConfig<E, D, M, N, W, S, L, B, R, A>> {
   static constexpr bool value = true;
 };
 
