@@ -12,7 +12,9 @@ B * N = 16384, H * d = 2048, causal and not), other head dims (d in {32, 96, 160
 H = 2048 // d, N in {1k, 4k, 16k}) and grouped-query rows (Hq / Hkv = 8, d = 128).
 
 Timing: one pair of torch.cuda.Event around each call, warm-up calls first, the median of the
-timed calls, input sets used in turn so that the working set exceeds 120 MB (twice the L2).
+timed calls, input sets used in turn so that the working set exceeds 120 MB (twice the L2). By
+default the implementations are interleaved, one call each per round, so that every one of them
+runs under the same clock and power state; --schedule blocked times each in one block instead.
 TFLOP/s = 4 * B * H * N^2 * d / time, halved for causal. A backend that fails on a row is
 recorded as NaN with a note, and the run goes on.
 """
@@ -35,6 +37,8 @@ REPO = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = ("flashmma", "fa2", "cudnn")
 LABELS = {"flashmma": "flashmma", "fa2": "FA2", "cudnn": "cuDNN"}
 ROTATION_BYTES = 120 * 1000 * 1000
+SCHEDULES = {"interleaved": "implementations interleaved (one call each per round)",
+             "blocked": "each implementation timed in one block"}
 TOKENS = 16384       # B * N in the target sweep
 MODEL_WIDTH = 2048   # H * d
 TARGET_HEAD_DIMS = (64, 128, 256)
@@ -103,21 +107,46 @@ def measure_rows(rows: list[dict], args) -> dict:
     backends = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
-    def time_calls(call, sets):
-        for i in range(args.warmup):
-            call(*sets[i % len(sets)])
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        stops = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        for i in range(args.iters):
-            inputs = sets[(args.warmup + i) % len(sets)]
-            starts[i].record()
-            call(*inputs)
-            stops[i].record()
-        torch.cuda.synchronize()
-        return statistics.median(start.elapsed_time(stop) for start, stop in zip(starts, stops))
+    def time_blocked(runners):
+        """Each implementation in turn: its warm-up calls, then its timed calls."""
+        times = {}
+        for name, (call, call_sets) in runners.items():
+            for i in range(args.warmup):
+                call(call_sets[i % len(call_sets)])
+            torch.cuda.synchronize()
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(args.iters)]
+            for i, (start, stop) in enumerate(events):
+                start.record()
+                call(call_sets[(args.warmup + i) % len(call_sets)])
+                stop.record()
+            torch.cuda.synchronize()
+            times[name] = statistics.median(start.elapsed_time(stop) for start, stop in events)
+        return times
 
-    def flashmma_call(q, k, v, causal):
+    def time_interleaved(runners):
+        """Round-robin: every round calls each implementation once, so that all of them run under
+        the same clock and power state (a block of one implementation's calls right after a
+        power-hungry one can start at lowered clocks, which skews the short rows)."""
+        events = {name: [] for name in runners}
+        for i in range(args.warmup + args.iters):
+            for name, (call, call_sets) in runners.items():
+                inputs = call_sets[i % len(call_sets)]
+                if i < args.warmup:
+                    call(inputs)
+                    continue
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                start.record()
+                call(inputs)
+                stop.record()
+                events[name].append((start, stop))
+        torch.cuda.synchronize()
+        return {name: statistics.median(start.elapsed_time(stop) for start, stop in pairs)
+                for name, pairs in events.items()}
+
+    def flashmma_call(inputs):
+        q, k, v, causal = inputs
         return flashmma_torch.flash_attn_func(q, k, v, causal=causal)
 
     def sdpa_call(q, k, v, causal, gqa):
@@ -125,6 +154,14 @@ def measure_rows(rows: list[dict], args) -> dict:
         out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
                    enable_gqa=gqa)
         return out.transpose(1, 2)
+
+    def backend_call(backend):
+        def call(inputs):
+            with sdpa_kernel(backend):
+                return sdpa_call(*inputs)
+        return call
+
+    time_calls = time_interleaved if args.schedule == "interleaved" else time_blocked
 
     for row in rows:
         dtype = dtypes[row["dtype"]]
@@ -147,29 +184,37 @@ def measure_rows(rows: list[dict], args) -> dict:
             notes.append(f"inputs: {error}".splitlines()[0])
             sets = []
 
+        # One untimed call per implementation gives its output (checked against FA2's below) and
+        # drops an implementation that cannot run this row; the others are then timed together.
         outputs = {}
+        runners = {}
         for name in IMPLEMENTATIONS:
             row[f"{name}_ms"] = math.nan
             if not sets:
                 continue
             try:
-                if name == "flashmma":
-                    call_sets = [(q, k, v, causal) for q, k, v in sets]
-                    call = flashmma_call
-                    with torch.no_grad():
-                        outputs[name] = call(*call_sets[0])
-                        row[f"{name}_ms"] = time_calls(call, call_sets)
-                else:
-                    with sdpa_kernel(backends[name]), torch.no_grad():
-                        call_sets, mode = sdpa_sets(sets, row, backends[name], causal, sdpa_call)
+                with torch.no_grad():
+                    if name == "flashmma":
+                        call, call_sets = flashmma_call, [(q, k, v, causal) for q, k, v in sets]
+                    else:
+                        with sdpa_kernel(backends[name]):
+                            call_sets, mode = sdpa_sets(sets, row, backends[name], causal, sdpa_call)
                         if mode:
                             row["sdpa_gqa"] = (row["sdpa_gqa"] + " " if row["sdpa_gqa"] else "") + f"{name}:{mode}"
-                        outputs[name] = sdpa_call(*call_sets[0])
-                        row[f"{name}_ms"] = time_calls(sdpa_call, call_sets)
+                        call = backend_call(backends[name])
+                    outputs[name] = call(call_sets[0])
+                    runners[name] = (call, call_sets)
             except Exception as error:  # a backend that cannot run this row: NaN, note, go on
                 notes.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
                 if isinstance(error, torch.cuda.OutOfMemoryError):
                     torch.cuda.empty_cache()
+        if runners:
+            try:
+                with torch.no_grad():
+                    for name, ms in time_calls(runners).items():
+                        row[f"{name}_ms"] = ms
+            except Exception as error:  # a failure while timing: every time of the row is NaN
+                notes.append(f"timing: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
 
         flops = forward_flops(row)
         for name in IMPLEMENTATIONS:
@@ -357,7 +402,8 @@ def render_markdown(meta: dict | None, rows: list[dict]) -> str:
             f"| command | `{meta.get('command', '')}` |",
             f"| PyTorch | {meta.get('torch', '?')} (CUDA {meta.get('cuda', '?')}), cuDNN {meta.get('cudnn', '?')} |",
             f"| timing | CUDA events around each call, {meta.get('warmup', '?')} warm-up calls, median of "
-            f"{meta.get('iters', '?')}, inputs rotated over >= {ROTATION_BYTES // 1000000} MB |",
+            f"{meta.get('iters', '?')}, inputs rotated over >= {ROTATION_BYTES // 1000000} MB, "
+            f"{SCHEDULES.get(meta.get('schedule', 'blocked'), '?')} |",
             "",
         ]
     lines += [
@@ -396,7 +442,9 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, help="CSV path; the JSON goes beside it (.json)")
     parser.add_argument("--markdown", type=Path, help="markdown page to write (e.g. docs/perf.md)")
     parser.add_argument("--dtype", choices=("fp16", "bf16", "both"), default="both")
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--schedule", choices=("interleaved", "blocked"), default="interleaved",
+                        help="one call of each implementation per round, or each in one block")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="fewer sequence lengths (smoke test)")
     parser.add_argument("--commit", help="git commit to record (default: git rev-parse --short HEAD)")
@@ -428,6 +476,7 @@ def main(argv=None) -> int:
             command=shlex.join(["python3", *sys.argv]),
             warmup=args.warmup,
             iters=args.iters,
+            schedule=args.schedule,
         )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
