@@ -41,7 +41,8 @@ inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
 // Every general and causal config fits the 163 KB of shared memory an A100 (sm_80) grants a
 // block, every compact one the 99 KB of sm_86 / sm_89.
 // Head dims that are multiples of 64 use the XOR swizzle, the others padded rows. All rescale O
-// before the exponentials except the general d = 128 and d = 192 configs.
+// before the exponentials except the general d = 128 and d = 192 configs and the compact d = 224
+// one.
 template <class Element, int HeadDim>
 struct DefaultConfig;
 
@@ -96,7 +97,9 @@ template <class Element>
 struct DefaultConfig<Element, 224> {
   using type = SplitTile<Element, 224, 128, 8, SmemLayout::kPaddedRows>;
   using causal = type;
-  using compact = SplitTile<Element, 224, 64, 4, SmemLayout::kPaddedRows>;
+  // O rescaled after the exponentials: 7-9% faster for this tile.
+  using compact =
+      SplitTile<Element, 224, 64, 4, SmemLayout::kPaddedRows, 1, RescaleOrder::kAfterExp>;
 };
 template <class Element>
 struct DefaultConfig<Element, 256> {
