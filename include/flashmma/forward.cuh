@@ -165,7 +165,7 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types (22 kernels); call forward<Config> to compile just one. It is a template only so
+// element types (24 kernels); call forward<Config> to compile just one. It is a template only so
 // that merely including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
