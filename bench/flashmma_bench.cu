@@ -9,7 +9,9 @@
 // median and minimum of the timed launches, inputs drawn from a normal distribution (never zeros),
 // and enough input sets, used in turn, that one launch never finds the previous one's data in L2.
 // Every Status and every CUDA call is checked. O is poisoned with NaN before the runs and checked
-// afterwards, so a row whose kernel left anything unwritten or non-finite is reported as failed.
+// afterwards, so a row whose kernel left anything unwritten or non-finite is reported as failed;
+// then 64 of its query rows are recomputed by the test suite's fp64 reference (output_check.cuh)
+// and a row whose O is further from it than the tests allow is reported as failed too.
 //
 // Throughput follows FlashAttention's convention: FLOPs = 4 * B * Hq * Sq * Sk * d, halved for a
 // causal mask when Sq == Sk. For a causal mask with Sq != Sk the visible (query, key) pairs are
@@ -36,6 +38,7 @@
 
 #include "bench_configs.hpp"
 #include "flashmma/params.hpp"
+#include "output_check.cuh"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
 #include "flashmma/traits/element.hpp"
@@ -257,6 +260,8 @@ struct Result {
   double tflops = std::numeric_limits<double>::quiet_NaN();       // at the median
   double tflops_peak = std::numeric_limits<double>::quiet_NaN();  // at the minimum
   double gbps = std::numeric_limits<double>::quiet_NaN();         // Sq <= 128 only
+  // Relative L2 error of O against the fp64 reference, over the checked rows.
+  double rel_error = std::numeric_limits<double>::quiet_NaN();
 };
 
 const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
@@ -680,6 +685,16 @@ Result run_case(const Case& c, const ConfigEntry& config, const Options& options
     result.status = "error: O holds " + std::to_string(bad) + " non-finite or unwritten values";
     return result;
   }
+  const OutputCheck check = check_output(params_for_set(0));
+  result.rel_error = check.relative_l2_error;
+  if (!check.passed()) {
+    std::ostringstream why;
+    why << "error: O differs from the fp64 reference: relative L2 error "
+        << check.relative_l2_error << " over " << check.rows << " query rows (at most "
+        << check.bound << " allowed), max |O - ref| " << check.max_error;
+    result.status = why.str();
+    return result;
+  }
 
   std::vector<double> times;
   times.reserve(events.size());
@@ -707,6 +722,14 @@ std::string number(double value, int precision) {
   if (std::isnan(value)) return "";
   char text[64];
   std::snprintf(text, sizeof(text), "%.*f", precision, value);
+  return text;
+}
+
+// Small values such as errors: three significant digits, e.g. 4.12e-04; empty for NaN.
+std::string scientific(double value) {
+  if (std::isnan(value)) return "";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.2e", value);
   return text;
 }
 
@@ -742,6 +765,10 @@ std::string json_number(double value, int precision) {
   return std::isnan(value) ? "null" : number(value, precision);
 }
 
+std::string json_scientific(double value) {
+  return std::isnan(value) ? "null" : scientific(value);
+}
+
 struct DeviceSummary {
   std::string name;
   int compute_capability = 0;
@@ -751,7 +778,7 @@ struct DeviceSummary {
 
 const char* kCsvHeader =
     "dtype,config,layout,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,lse,"
-    "input_sets,iters,ms_median,ms_min,tflops,tflops_peak,gbps,status";
+    "input_sets,iters,ms_median,ms_min,tflops,tflops_peak,gbps,rel_error,status";
 
 void write_csv(std::ostream& out, const std::vector<Result>& results, const Options& options) {
   out << kCsvHeader << "\n";
@@ -763,8 +790,8 @@ void write_csv(std::ostream& out, const std::vector<Result>& results, const Opti
         << s.head_dim << "," << (r.run.causal ? 1 : 0) << "," << (options.write_lse ? 1 : 0)
         << "," << r.input_sets << "," << options.iters << "," << number(r.ms_median, 4) << ","
         << number(r.ms_min, 4) << "," << number(r.tflops, 2) << ","
-        << number(r.tflops_peak, 2) << "," << number(r.gbps, 1) << "," << csv_quote(r.status)
-        << "\n";
+        << number(r.tflops_peak, 2) << "," << number(r.gbps, 1) << ","
+        << scientific(r.rel_error) << "," << csv_quote(r.status) << "\n";
   }
 }
 
@@ -789,7 +816,8 @@ void write_json(std::ostream& out, const std::vector<Result>& results, const Opt
         << ", \"input_sets\": " << r.input_sets << ", \"ms_median\": " << json_number(r.ms_median, 4)
         << ", \"ms_min\": " << json_number(r.ms_min, 4) << ", \"tflops\": "
         << json_number(r.tflops, 2) << ", \"tflops_peak\": " << json_number(r.tflops_peak, 2)
-        << ", \"gbps\": " << json_number(r.gbps, 1) << ", \"status\": " << json_string(r.status)
+        << ", \"gbps\": " << json_number(r.gbps, 1) << ", \"rel_error\": "
+        << json_scientific(r.rel_error) << ", \"status\": " << json_string(r.status)
         << "}";
   }
   out << "\n  ]\n}\n";
@@ -797,20 +825,22 @@ void write_json(std::ostream& out, const std::vector<Result>& results, const Opt
 
 void write_table(std::ostream& out, const std::vector<Result>& results) {
   char line[512];
-  std::snprintf(line, sizeof(line), "%-5s %-28s %5s %5s %4s %6s %6s %4s %-6s %9s %9s %8s %8s  %s\n",
-                "dtype", "config", "B", "Hq", "Hkv", "Sq", "Sk", "d", "mask", "ms(med)", "ms(min)",
-                "TFLOP/s", "GB/s", "status");
+  std::snprintf(line, sizeof(line),
+                "%-5s %-28s %5s %5s %4s %6s %6s %4s %-6s %9s %9s %8s %8s %9s  %s\n", "dtype",
+                "config", "B", "Hq", "Hkv", "Sq", "Sk", "d", "mask", "ms(med)", "ms(min)",
+                "TFLOP/s", "GB/s", "rel.err", "status");
   out << line;
   for (const Result& r : results) {
     const Shape& s = r.run.shape;
     std::snprintf(line, sizeof(line),
-                  "%-5s %-28s %5lld %5lld %4lld %6lld %6lld %4lld %-6s %9s %9s %8s %8s  %s\n",
+                  "%-5s %-28s %5lld %5lld %4lld %6lld %6lld %4lld %-6s %9s %9s %8s %8s %9s  %s\n",
                   dtype_name(r.run.dtype), r.config.c_str(), static_cast<long long>(s.batch),
                   static_cast<long long>(s.heads_q), static_cast<long long>(s.heads_kv),
                   static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
                   static_cast<long long>(s.head_dim), r.run.causal ? "causal" : "none",
                   number(r.ms_median, 4).c_str(), number(r.ms_min, 4).c_str(),
-                  number(r.tflops, 1).c_str(), number(r.gbps, 0).c_str(), r.status.c_str());
+                  number(r.tflops, 1).c_str(), number(r.gbps, 0).c_str(),
+                  scientific(r.rel_error).c_str(), r.status.c_str());
     out << line;
   }
 }

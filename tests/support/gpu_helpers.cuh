@@ -275,7 +275,7 @@ ReferenceRows compute_reference(const ReferenceProblem<Element>& problem, int64_
 // be at most twice as far (its fp32 accumulation and exp2 approximation add a little) plus 1e-5
 // (for rows where the low-precision reference is exact, e.g. a single visible key), and its
 // relative L2 error must stay under a bound of a few units of the format's rounding
-// (fp16: 2^-11 = 4.9e-4, bound 2e-3; bf16: 2^-8 = 3.9e-3, bound 1.6e-2).
+// (Tolerance<Element> in reference.hpp).
 //
 // LSE: the kernel keeps it in fp32, so its error is that of fp32 arithmetic, not of the element
 // type. Its worst-case sources: the fp32 row sum of up to n = 4097 terms (relative error
@@ -287,17 +287,6 @@ ReferenceRows compute_reference(const ReferenceProblem<Element>& problem, int64_
 inline constexpr double kMaxErrorSlack = 1e-5;
 inline constexpr double kLseAbsoluteTolerance = 5e-4;
 inline constexpr double kLseRelativeTolerance = 1e-4;
-
-template <class Element>
-struct Tolerance;
-template <>
-struct Tolerance<__half> {
-  static constexpr double kRelativeL2 = 2e-3;
-};
-template <>
-struct Tolerance<__nv_bfloat16> {
-  static constexpr double kRelativeL2 = 1.6e-2;
-};
 
 inline double lse_tolerance(double reference_lse) {
   return kLseAbsoluteTolerance + kLseRelativeTolerance * std::fabs(reference_lse);

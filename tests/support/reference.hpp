@@ -114,6 +114,20 @@ ReferenceProblem<Element> reference_problem(const ForwardParams& p) {
   return problem;
 }
 
+// The largest relative L2 error ||O - ref||_2 / ||ref||_2 against the kFp64 reference that a
+// 16-bit kernel may show: a few units of the format's rounding (fp16: 2^-11 = 4.9e-4, bound
+// 2e-3; bf16: 2^-8 = 3.9e-3, bound 1.6e-2). The GPU tests and the benchmark's output check use it.
+template <class Element>
+struct Tolerance;
+template <>
+struct Tolerance<__half> {
+  static constexpr double kRelativeL2 = 2e-3;
+};
+template <>
+struct Tolerance<__nv_bfloat16> {
+  static constexpr double kRelativeL2 = 1.6e-2;
+};
+
 // Query row i sees keys [0, visible_key_end): all of them, or under the causal mask those with
 // j <= i + (seqlen_k - seqlen_q). Zero or less means it sees none.
 template <class Element>

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// Checks a benchmark row's output against the test suite's reference attention
+// (tests/support/reference.hpp), so that no number is reported for a kernel that computes the
+// wrong thing: kCheckedRows query rows, spread over every batch, head and position, are
+// recomputed in fp64 on the device (one thread per row) and compared on the host by the tests'
+// rule for O, a relative L2 error of at most Tolerance<Element>::kRelativeL2 (2e-3 for fp16,
+// 1.6e-2 for bf16).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "flashmma/params.hpp"
+#include "support/reference.hpp"
+
+namespace flashmma_bench {
+
+inline constexpr int kCheckedRows = 64;
+
+struct OutputCheck {
+  int rows = 0;  // query rows recomputed
+  double relative_l2_error = std::numeric_limits<double>::quiet_NaN();  // over those rows
+  double max_error = std::numeric_limits<double>::quiet_NaN();          // max |O - reference|
+  double bound = std::numeric_limits<double>::quiet_NaN();  // largest relative L2 error allowed
+  bool passed() const { return relative_l2_error <= bound; }
+};
+
+// Flat index (batch, head, query) of checked row r of `rows`, spread evenly over `total` rows;
+// the first and the last row are always among them.
+__host__ __device__ inline int64_t checked_row(int r, int rows, int64_t total) {
+  if (rows <= 1) return 0;
+  return static_cast<int64_t>(static_cast<double>(r) * static_cast<double>(total - 1) /
+                              static_cast<double>(rows - 1));
+}
+
+template <class Element>
+__global__ void reference_rows_kernel(flashmma::test::ReferenceProblem<Element> problem,
+                                      const Element* o, flashmma::TensorStrides o_strides,
+                                      int rows, int64_t total_rows, double* expected,
+                                      double* actual) {
+  const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (r >= rows) return;
+  const int64_t flat = checked_row(r, rows, total_rows);
+  const int64_t i = flat % problem.seqlen_q;
+  const int64_t h = (flat / problem.seqlen_q) % problem.heads_q;
+  const int64_t b = flat / (problem.seqlen_q * problem.heads_q);
+  const int64_t at = static_cast<int64_t>(r) * problem.head_dim;
+  flashmma::test::reference_row<Element, flashmma::test::ReferencePrecision::kFp64>(
+      problem, b, h, i, expected + at);
+  const Element* o_row = o + flashmma::test::element_offset(o_strides, b, i, h);
+  for (int64_t d = 0; d < problem.head_dim; ++d) {
+    actual[at + d] = flashmma::test::to_double(o_row[d]);
+  }
+}
+
+inline void check_cuda_call(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(error) + " (" +
+                             cudaGetErrorString(error) + ")");
+  }
+}
+
+// Compares the O that `params` points at (the kernel has run and finished) with the reference.
+// Throws std::runtime_error on a CUDA error.
+template <class Element>
+OutputCheck check_output(const flashmma::ForwardParams& params) {
+  OutputCheck check;
+  const int64_t total_rows = params.batch * params.heads_q * params.seqlen_q;
+  check.rows = static_cast<int>(std::min<int64_t>(kCheckedRows, total_rows));
+  check.bound = flashmma::test::Tolerance<Element>::kRelativeL2;
+  if (check.rows == 0) {
+    check.relative_l2_error = check.max_error = 0.0;
+    return check;
+  }
+  const std::size_t values = static_cast<std::size_t>(check.rows) * params.head_dim;
+  double* device_values = nullptr;  // expected, then actual
+  check_cuda_call(cudaMalloc(&device_values, 2 * values * sizeof(double)),
+                  "cudaMalloc (output check)");
+  constexpr int kThreads = 64;
+  reference_rows_kernel<Element><<<(check.rows + kThreads - 1) / kThreads, kThreads>>>(
+      flashmma::test::reference_problem<Element>(params), static_cast<const Element*>(params.o),
+      params.o_strides, check.rows, total_rows, device_values, device_values + values);
+  std::vector<double> host(2 * values);
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) {
+    error = cudaMemcpy(host.data(), device_values, host.size() * sizeof(double),
+                       cudaMemcpyDeviceToHost);
+  }
+  const cudaError_t freed = cudaFree(device_values);
+  check_cuda_call(error, "the output check's reference kernel");
+  check_cuda_call(freed, "cudaFree (output check)");
+
+  double error_sq = 0.0, reference_sq = 0.0, max_error = 0.0;
+  for (std::size_t at = 0; at < values; ++at) {
+    const double expected = host[at];
+    const double difference = std::fabs(host[values + at] - expected);
+    // NaN in O fails the check: it propagates through the sums below.
+    max_error = std::isnan(difference) ? difference : std::max(max_error, difference);
+    error_sq += difference * difference;
+    reference_sq += expected * expected;
+  }
+  check.max_error = max_error;
+  check.relative_l2_error =
+      reference_sq > 0.0 ? std::sqrt(error_sq / reference_sq) : (error_sq > 0.0 ? 1.0 : 0.0);
+  return check;
+}
+
+inline OutputCheck check_output(const flashmma::ForwardParams& params) {
+  return params.dtype == flashmma::ScalarType::kFloat16 ? check_output<__half>(params)
+                                                        : check_output<__nv_bfloat16>(params);
+}
+
+}  // namespace flashmma_bench
