@@ -9,6 +9,7 @@
 #   bench_build    flashmma_bench with CMake (CUDA architectures 90a, Ninja if present)  } in
 #   torch_build    flashmma_torch, compiled just in time by importing it               } parallel
 #   bench_fa2      flashmma_bench --preset fa2 --dtype both       -> OUTDIR/bench_fa2.csv
+#   mma_peak       flashmma_mma_peak, the mma.sync ceiling         -> run_gpu.log
 #   pytest         examples/pytorch/test_flashmma_torch.py        -> OUTDIR/pytest.log
 #   compare        bench/compare.py (flashmma vs SDPA FA2/cuDNN)  -> OUTDIR/compare.{csv,json},
 #                                                                    OUTDIR/perf.md
@@ -139,7 +140,7 @@ build_bench() {
   cmake -S "$REPO" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DFLASHMMA_BUILD_TESTS=OFF \
     -DFLASHMMA_BUILD_EXAMPLES=OFF -DFLASHMMA_BUILD_BENCH=ON &&
-    cmake --build "$BUILD_DIR" -j "$JOBS" --target flashmma_bench
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target flashmma_bench flashmma_mma_peak
 }
 build_torch_extension() {
   cd "$REPO/examples/pytorch" &&
@@ -162,6 +163,13 @@ if [ -x "$BUILD_DIR/bench/flashmma_bench" ]; then
 else
   skip bench_fa2 "flashmma_bench was not built"
   FAILED+=(bench_fa2)
+fi
+if [ -x "$BUILD_DIR/bench/flashmma_mma_peak" ]; then
+  step mma_peak "$BUILD_DIR/bench/flashmma_mma_peak"
+  finish mma_peak
+else
+  skip mma_peak "flashmma_mma_peak was not built"
+  FAILED+=(mma_peak)
 fi
 
 run_pytest() {
@@ -196,6 +204,7 @@ fi
 note ""
 note "=== summary"
 grep "compile time" "$STEP_LOGS/compile_time.log" 2>/dev/null | tee -a "$LOG"
+grep -E "mma.sync|warps per block" "$STEP_LOGS/mma_peak.log" 2>/dev/null | tee -a "$LOG"
 [ -f "$OUTDIR/pytest.log" ] && note "pytest: $(tail -n 1 "$OUTDIR/pytest.log")"
 if [ -f "$OUTDIR/perf.md" ]; then
   sed -n '/^## Summary/,/^## Target/p' "$OUTDIR/perf.md" | grep '^- ' | tee -a "$LOG"
