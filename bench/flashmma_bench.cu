@@ -37,11 +37,12 @@
 #include <vector>
 
 #include "bench_configs.hpp"
+#include "device_buffer.hpp"
 #include "flashmma/params.hpp"
-#include "output_check.cuh"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
 #include "flashmma/traits/element.hpp"
+#include "output_check.cuh"
 
 namespace flashmma_bench {
 namespace {
@@ -56,55 +57,13 @@ constexpr int kFillBlocks = 4096;
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-// A CUDA runtime error: fatal, since the context may be unusable after it.
-struct CudaFailure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// A device allocation that did not fit: the case fails, the run goes on.
-struct OutOfMemory : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // A wrong command line: reported with the usage hint, exit code 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-void check_cuda(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    throw CudaFailure(std::string(what) + " failed: " + cudaGetErrorName(error) + " (" +
-                      cudaGetErrorString(error) + ")");
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
-// Device helpers: owned buffers, random fill, output check
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    const cudaError_t error = cudaMalloc(&data_, bytes);
-    if (error == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // not sticky: clear it and let the next case try
-      throw OutOfMemory("cudaMalloc of " + std::to_string(bytes) + " bytes: out of memory");
-    }
-    check_cuda(error, "cudaMalloc");
-  }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+// Device helpers: timing events, random fill, non-finite count
 
 class EventPair {
  public:

@@ -15,10 +15,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
+#include "device_buffer.hpp"
 #include "flashmma/params.hpp"
 #include "support/reference.hpp"
 
@@ -62,15 +61,8 @@ __global__ void reference_rows_kernel(flashmma::test::ReferenceProblem<Element> 
   }
 }
 
-inline void check_cuda_call(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(error) + " (" +
-                             cudaGetErrorString(error) + ")");
-  }
-}
-
 // Compares the O that `params` points at (the kernel has run and finished) with the reference.
-// Throws std::runtime_error on a CUDA error.
+// Throws CudaFailure on a CUDA error, OutOfMemory when its buffer does not fit.
 template <class Element>
 OutputCheck check_output(const flashmma::ForwardParams& params) {
   OutputCheck check;
@@ -82,22 +74,17 @@ OutputCheck check_output(const flashmma::ForwardParams& params) {
     return check;
   }
   const std::size_t values = static_cast<std::size_t>(check.rows) * params.head_dim;
-  double* device_values = nullptr;  // expected, then actual
-  check_cuda_call(cudaMalloc(&device_values, 2 * values * sizeof(double)),
-                  "cudaMalloc (output check)");
+  DeviceBuffer device_values(2 * values * sizeof(double));  // expected, then actual
+  double* const expected_values = device_values.as<double>();
   constexpr int kThreads = 64;
   reference_rows_kernel<Element><<<(check.rows + kThreads - 1) / kThreads, kThreads>>>(
       flashmma::test::reference_problem<Element>(params), static_cast<const Element*>(params.o),
-      params.o_strides, check.rows, total_rows, device_values, device_values + values);
+      params.o_strides, check.rows, total_rows, expected_values, expected_values + values);
+  check_cuda(cudaGetLastError(), "launching the output check's reference kernel");
   std::vector<double> host(2 * values);
-  cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) {
-    error = cudaMemcpy(host.data(), device_values, host.size() * sizeof(double),
-                       cudaMemcpyDeviceToHost);
-  }
-  const cudaError_t freed = cudaFree(device_values);
-  check_cuda_call(error, "the output check's reference kernel");
-  check_cuda_call(freed, "cudaFree (output check)");
+  check_cuda(cudaMemcpy(host.data(), expected_values, host.size() * sizeof(double),
+                        cudaMemcpyDeviceToHost),
+             "the output check's reference kernel");
 
   double error_sq = 0.0, reference_sq = 0.0, max_error = 0.0;
   for (std::size_t at = 0; at < values; ++at) {
