@@ -14,26 +14,19 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
 
+#include "device_buffer.hpp"
 #include "flashmma/ptx/mma.cuh"
 
 namespace {
+
+using flashmma_bench::check_cuda;
 
 constexpr int kChains = 8;         // independent accumulators per warp
 constexpr int kWarmupSteps = 100;
 constexpr int kTimedSteps = 20000;
 constexpr double kFlopsPerMma = 2.0 * 16 * 8 * 16;
-
-#define CHECK_CUDA(call)                                                                    \
-  do {                                                                                      \
-    const cudaError_t error_ = (call);                                                      \
-    if (error_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,              \
-                   cudaGetErrorString(error_));                                             \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 template <class Element>
 __global__ void mma_loop(float* sink, int steps) {
@@ -62,37 +55,35 @@ __global__ void mma_loop(float* sink, int steps) {
 template <class Element>
 double measure(int blocks, int warps, float* sink) {
   mma_loop<Element><<<blocks, warps * 32>>>(sink, kWarmupSteps);
-  CHECK_CUDA(cudaGetLastError());
+  check_cuda(cudaGetLastError(), "launching mma_loop");
   cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  CHECK_CUDA(cudaEventRecord(start));
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  check_cuda(cudaEventRecord(start), "cudaEventRecord");
   mma_loop<Element><<<blocks, warps * 32>>>(sink, kTimedSteps);
-  CHECK_CUDA(cudaGetLastError());
-  CHECK_CUDA(cudaEventRecord(stop));
-  CHECK_CUDA(cudaEventSynchronize(stop));
+  check_cuda(cudaGetLastError(), "launching mma_loop");
+  check_cuda(cudaEventRecord(stop), "cudaEventRecord");
+  check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0.f;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
+  check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  check_cuda(cudaEventDestroy(start), "cudaEventDestroy");
+  check_cuda(cudaEventDestroy(stop), "cudaEventDestroy");
   const double mmas = static_cast<double>(blocks) * warps * kTimedSteps * kChains;
   return mmas * kFlopsPerMma / (ms * 1e-3) / 1e12;
 }
 
-}  // namespace
-
-int main() {
+int run() {
   int device = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   cudaDeviceProp properties{};
-  CHECK_CUDA(cudaGetDeviceProperties(&properties, device));
+  check_cuda(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
   if (properties.major < 8) {
     std::fprintf(stderr, "flashmma_mma_peak needs compute capability 8.0 or newer (found %d.%d)\n",
                  properties.major, properties.minor);
     return 1;
   }
-  float* sink = nullptr;
-  CHECK_CUDA(cudaMalloc(&sink, sizeof(float)));
+  const flashmma_bench::DeviceBuffer sink_buffer(sizeof(float));
+  float* const sink = sink_buffer.as<float>();
   const int blocks = 2 * properties.multiProcessorCount;
   std::printf("%s, %d SMs: mma.sync.m16n8k16, fp32 accumulate, %d blocks\n", properties.name,
               properties.multiProcessorCount, blocks);
@@ -100,6 +91,16 @@ int main() {
     std::printf("  %2d warps per block: fp16 %6.1f TFLOP/s, bf16 %6.1f TFLOP/s\n", warps,
                 measure<__half>(blocks, warps, sink), measure<__nv_bfloat16>(blocks, warps, sink));
   }
-  CHECK_CUDA(cudaFree(sink));
   return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "flashmma_mma_peak: %s\n", error.what());
+    return 1;
+  }
 }
