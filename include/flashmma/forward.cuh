@@ -39,7 +39,7 @@ inline Status cuda_status(cudaError_t error, const char* what) {
 [[nodiscard]] inline Status query_device(DeviceInfo& info) {
   int device = 0;
   if (Status s = detail::cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
-  int major = 0, minor = 0, smem_optin = 0;
+  int major = 0, minor = 0, smem_optin = 0, l2_bytes = 0;
   if (Status s = detail::cuda_status(
           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
           "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
@@ -55,14 +55,21 @@ inline Status cuda_status(cudaError_t error, const char* what) {
           "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
       !s)
     return s;
+  if (Status s = detail::cuda_status(
+          cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
+          "cudaDeviceGetAttribute(L2CacheSize)");
+      !s)
+    return s;
   info.compute_capability = major * 10 + minor;
   info.smem_per_block_optin = static_cast<std::size_t>(smem_optin);
+  info.l2_cache_bytes = static_cast<std::size_t>(l2_bytes);
   return Status::success();
 }
 
 // The kernel-side view of params: typed pointers, folded constants.
 template <class Config>
-ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardParams& p) {
+ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardParams& p,
+                                                                  const DeviceInfo& device) {
   using Element = typename Config::element_type;
   ForwardKernelArgs<Element> args;
   args.q = static_cast<const Element*>(p.q);
@@ -84,7 +91,10 @@ ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardP
                           : p.softmax_scale;
   args.softmax_scale = scale;
   args.softmax_scale_log2 = scale * kLog2e;
-  args.causal = p.mask == MaskKind::kCausal;
+  args.causal_groups =
+      causal_group_count(p.heads_q * p.batch, p.seqlen_k, p.head_dim, args.group_size,
+                         static_cast<int64_t>(sizeof(Element)), Config::kBlockM,
+                         static_cast<int64_t>(device.l2_cache_bytes));
   return args;
 }
 
@@ -98,7 +108,8 @@ template <class Config>
   if (Status s = query_device(device); !s) return s;
   if (Status s = validate_for_device(device, req); !s) return s;
 
-  const auto kernel = forward_kernel<Config>;
+  const bool causal = params.mask == MaskKind::kCausal;
+  const auto kernel = causal ? forward_kernel<Config, true> : forward_kernel<Config, false>;
   // A binary built without an sm_80+ target would run an empty kernel body; refuse instead.
   cudaFuncAttributes attributes{};
   if (Status s = detail::cuda_status(cudaFuncGetAttributes(&attributes, kernel),
@@ -118,7 +129,8 @@ template <class Config>
       !s)
     return s;
 
-  const ForwardKernelArgs<typename Config::element_type> args = make_kernel_args<Config>(params);
+  const ForwardKernelArgs<typename Config::element_type> args =
+      make_kernel_args<Config>(params, device);
   const dim3 grid(static_cast<unsigned>((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM),
                   static_cast<unsigned>(params.heads_q), static_cast<unsigned>(params.batch));
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(args);

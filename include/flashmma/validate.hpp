@@ -44,6 +44,7 @@ KernelRequirements kernel_requirements() {
 struct DeviceInfo {
   int compute_capability = 0;     // major * 10 + minor
   std::size_t smem_per_block_optin = 0;
+  std::size_t l2_cache_bytes = 0;  // sizes the groups of the causal block order
 };
 
 inline constexpr int64_t kMaxGridY = 65535;  // heads_q go in gridDim.y

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "flashmma/kernels/block_order.cuh"
 #include "flashmma/kernels/epilogue.cuh"
 #include "flashmma/kernels/kernel_args.cuh"
 #include "flashmma/kernels/kv_stream.cuh"
@@ -30,7 +31,11 @@
 
 namespace flashmma {
 
-template <class Config>
+// kCausal is a template parameter, not read from args: the block order (block_order.cuh) of the
+// causal grid keeps its decoded coordinates in registers, which the unmasked kernel, whose
+// coordinates are blockIdx itself, should not pay for; and each kernel folds the mask tests the
+// other needs.
+template <class Config, bool kCausal>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     forward_kernel(const __grid_constant__ ForwardKernelArgs<typename Config::element_type> args) {
 #if defined(FLASHMMA_SM80_ENABLED)
@@ -42,13 +47,17 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   Element* const k_stages = q_tile + Config::kQTileElements;
   Element* const v_stages = k_stages + Config::kStages * Config::kKVTileElements;
 
-  // Under the causal mask the last query tiles see the most keys: start them first.
-  const int m_block = args.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x)
-                                  : static_cast<int>(blockIdx.x);
-  const int64_t head = blockIdx.y;
-  const int64_t batch = blockIdx.z;
+  BlockCoord coord{blockIdx.x, blockIdx.y, blockIdx.z};
+  if constexpr (kCausal) {
+    const int64_t linear_block =
+        blockIdx.x + static_cast<int64_t>(gridDim.x) *
+                         (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+    coord = causal_block_coord(linear_block, gridDim.x, gridDim.y, gridDim.z, args.causal_groups);
+  }
+  const int64_t head = coord.head;
+  const int64_t batch = coord.batch;
   const int64_t kv_head = head / args.group_size;
-  const int64_t first_query = static_cast<int64_t>(m_block) * Config::kBlockM;
+  const int64_t first_query = static_cast<int64_t>(coord.m_block) * Config::kBlockM;
 
   const Element* const q_head =
       args.q + batch * args.q_strides.batch + head * args.q_strides.head;
@@ -60,7 +69,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   float* const lse_head =
       args.lse == nullptr ? nullptr : args.lse + (batch * args.heads_q + head) * args.seqlen_q;
 
-  const AttentionMask mask{args.seqlen_q, args.seqlen_k, args.causal};
+  const AttentionMask mask{args.seqlen_q, args.seqlen_k, kCausal};
   const int64_t key_end = mask.key_end_for_queries(first_query, Config::kBlockM);
   const int num_tiles =
       key_end > 0 ? static_cast<int>((key_end + Config::kBlockN - 1) / Config::kBlockN) : 0;

@@ -27,7 +27,7 @@ struct ForwardKernelArgs {
   TensorStrides o_strides;
   float softmax_scale;
   float softmax_scale_log2;  // softmax_scale * log2(e)
-  bool causal;
+  int64_t causal_groups;  // (head, batch) pair groups of the causal block order (block_order.cuh)
 };
 
 }  // namespace flashmma

@@ -33,18 +33,17 @@ inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
 // by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md). All use the
 // single-buffered split schedule (Stages = 1):
 //  - 32 to 128: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
-//    memory feeds two mma), 64 keys a step; at d = 128 the causal mask runs on 4 warps x 16
-//    rows, whose smaller diagonal tiles waste less work.
+//    memory feeds two mma), 64 keys a step.
 //  - 160: 4 warps x 16 rows, 64 keys a step.
-//  - 192: 8 warps x 16 rows (96 KB of shared memory), 64 keys a step; the causal mask runs on
-//    4 warps x 16 rows, as at d = 128.
+//  - 192: 8 warps x 16 rows (96 KB of shared memory), 64 keys a step.
 //  - 224, 256: 8 warps x 16 rows, 64 keys a step (119 and 128 KB of shared memory); compact
 //    fallback 4 warps x 16 rows (89 and 96 KB).
 // Every general and causal config fits the 163 KB of shared memory an A100 (sm_80) grants a
 // block, every compact one the 99 KB of sm_86 / sm_89.
 // Head dims that are multiples of 64 use the XOR swizzle, the others padded rows. All rescale O
-// before the exponentials except the general d = 128, the causal d = 192 and the compact d = 224
-// configs.
+// before the exponentials except the d = 128 and the compact d = 224 configs. Under the causal
+// mask every head dim runs its general config: with the heaviest-first block order
+// (kernels/block_order.cuh) the larger tiles measured faster there too.
 template <class Element, int HeadDim>
 struct DefaultConfig;
 
@@ -75,10 +74,10 @@ struct DefaultConfig<Element, 96> {
 };
 template <class Element>
 struct DefaultConfig<Element, 128> {
-  // O rescaled after the exponentials: 1-3% faster for this tile (before for the causal one).
+  // O rescaled after the exponentials: 1-3% faster for this tile.
   using type =
       SplitTile<Element, 128, 128, 4, SmemLayout::kXorSwizzle, 1, RescaleOrder::kAfterExp>;
-  using causal = SplitTile<Element, 128, 64, 4, SmemLayout::kXorSwizzle>;
+  using causal = type;
   using compact = type;
 };
 template <class Element>
@@ -90,9 +89,7 @@ struct DefaultConfig<Element, 160> {
 template <class Element>
 struct DefaultConfig<Element, 192> {
   using type = SplitTile<Element, 192, 128, 8, SmemLayout::kXorSwizzle>;
-  // O rescaled after the exponentials: 1-6% faster for this tile.
-  using causal =
-      SplitTile<Element, 192, 64, 4, SmemLayout::kXorSwizzle, 1, RescaleOrder::kAfterExp>;
+  using causal = type;
   using compact = type;
 };
 template <class Element>
@@ -140,9 +137,7 @@ using DefaultConfigsFor =
 // The causal and compact defaults that differ from the general ones.
 template <class Element>
 using DefaultVariantConfigsFor =
-    std::tuple<typename DefaultConfig<Element, 128>::causal,
-               typename DefaultConfig<Element, 192>::causal,
-               typename DefaultConfig<Element, 224>::compact,
+    std::tuple<typename DefaultConfig<Element, 224>::compact,
                typename DefaultConfig<Element, 256>::compact>;
 
 }  // namespace flashmma
