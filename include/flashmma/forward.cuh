@@ -140,7 +140,7 @@ template <class Config>
 // Runs the default of one kernel head dim (traits/default_configs.hpp): the general config, the
 // causal one under the causal mask, or the compact one on a GPU whose per-block shared memory
 // cannot hold those. A translation unit that calls it compiles the head dim's distinct defaults
-// (one to two kernels).
+// (two to four kernels).
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
@@ -177,8 +177,8 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types (24 kernels); call forward<Config> to compile just one. It is a template only so
-// that merely including this header instantiates nothing.
+// element types (40 kernels); call forward<Config> to compile just one config (two kernels, one
+// per mask). It is a template only so that merely including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;

@@ -55,7 +55,7 @@ const flashmma::KernelRequirements kFp16HeadDim64 =
     flashmma::kernel_requirements<flashmma::DefaultConfigT<__half, 64>>();
 
 // An H100/H200: compute capability 9.0, 227 KiB of shared memory per block.
-const flashmma::DeviceInfo kHopper{90, 227 * 1024};
+const flashmma::DeviceInfo kHopper{90, 227 * 1024, 50 * 1024 * 1024};
 
 // The field of TensorStrides named `field`, for looping over all of them.
 int64_t& stride(flashmma::TensorStrides& strides, const std::string& field) {
