@@ -5,6 +5,7 @@
 // config of both element types.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -143,6 +144,17 @@ void require_rejected(CaseTensors<Element>& t, const ForwardParams& params, Laun
   REQUIRE(untouched);
 }
 
+void check_causal_case(const AttentionCase& c) {
+  INFO("case: " << c.describe());
+  CaseTensors<__half> t = flashmma::test::make_case_tensors<__half>(c);
+  const Status status = flashmma::forward(t.params);
+  INFO("forward returned: " << status.message());
+  const bool ok = status.ok();
+  REQUIRE(ok);
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  flashmma::test::require_matches_reference(t);
+}
+
 }  // namespace
 
 TEST_CASE("forward(params) dispatches every head dim and dtype", "[gpu][forward][api]") {
@@ -154,6 +166,36 @@ TEST_CASE("forward(params) dispatches every head dim and dtype", "[gpu][forward]
       flashmma::test::check_forward_case<__nv_bfloat16>(c, default_forward);
     }
   }
+}
+
+// Under the causal mask the kernel walks the (head, batch) pairs in groups whose K/V fit in a share
+// of L2, each heaviest query tile first (kernels/block_order.cuh); the other tests are too small
+// for more than one group. Here 15 pairs (5 batch entries of 3 heads) each get enough keys that 14
+// of them overflow this device's share, so there are at least two groups on any GPU, and both
+// coordinates of a pair vary within a group.
+TEST_CASE("causal forward over several L2 groups of (head, batch) pairs", "[gpu][forward][api]") {
+  using Config = flashmma::DefaultConfig<__half, 256>::type;
+  constexpr int64_t kBatch = 5;
+  constexpr int64_t kHeads = 3;
+  constexpr int64_t kPairs = kBatch * kHeads;
+  constexpr int64_t kHeadDim = 256;
+  constexpr int64_t kKvBytesPerKey = 2 * kHeadDim * sizeof(__half);  // a K row and a V row
+  constexpr int64_t kKeysMultiple = 128;
+  flashmma::DeviceInfo device;
+  const Status queried = flashmma::query_device(device);
+  REQUIRE(queried.ok());
+  const int64_t l2_share = static_cast<int64_t>(device.l2_cache_bytes) / 2;
+  const int64_t min_keys = l2_share / ((kPairs - 1) * kKvBytesPerKey) + 1;
+  const int64_t seqlen = std::max<int64_t>(
+      kKeysMultiple, (min_keys + kKeysMultiple - 1) / kKeysMultiple * kKeysMultiple);
+  const int64_t groups = flashmma::causal_group_count(
+      kPairs, seqlen, kHeadDim, /*group_size=*/1, static_cast<int64_t>(sizeof(__half)),
+      Config::kBlockM, static_cast<int64_t>(device.l2_cache_bytes));
+  INFO("L2 " << device.l2_cache_bytes << " bytes, seqlen " << seqlen << ", " << groups
+             << " groups");
+  CHECK(groups >= 2);
+  check_causal_case(make_case(kBatch, seqlen, seqlen, kHeads, kHeads, kHeadDim, true,
+                              Layout::kBSHD));
 }
 
 TEST_CASE("forward(params) is deterministic", "[gpu][forward][api]") {
