@@ -144,17 +144,6 @@ void require_rejected(CaseTensors<Element>& t, const ForwardParams& params, Laun
   REQUIRE(untouched);
 }
 
-void check_causal_case(const AttentionCase& c) {
-  INFO("case: " << c.describe());
-  CaseTensors<__half> t = flashmma::test::make_case_tensors<__half>(c);
-  const Status status = flashmma::forward(t.params);
-  INFO("forward returned: " << status.message());
-  const bool ok = status.ok();
-  REQUIRE(ok);
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-  flashmma::test::require_matches_reference(t);
-}
-
 }  // namespace
 
 TEST_CASE("forward(params) dispatches every head dim and dtype", "[gpu][forward][api]") {
@@ -194,8 +183,9 @@ TEST_CASE("causal forward over several L2 groups of (head, batch) pairs", "[gpu]
   INFO("L2 " << device.l2_cache_bytes << " bytes, seqlen " << seqlen << ", " << groups
              << " groups");
   CHECK(groups >= 2);
-  check_causal_case(make_case(kBatch, seqlen, seqlen, kHeads, kHeads, kHeadDim, true,
-                              Layout::kBSHD));
+  flashmma::test::check_forward_case<__half>(
+      make_case(kBatch, seqlen, seqlen, kHeads, kHeads, kHeadDim, true, Layout::kBSHD),
+      default_forward);
 }
 
 TEST_CASE("forward(params) is deterministic", "[gpu][forward][api]") {
