@@ -98,22 +98,21 @@ ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardP
   return args;
 }
 
+namespace detail {
+
+// The rest of forward<Config> once the call has passed validate_params and validate_for_kernel
+// and the device is known: the device check, then the launch. forward_default_config comes here
+// with the DeviceInfo it queried to pick the config, so the device is queried once per call.
 template <class Config>
-[[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
-  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
-  const KernelRequirements req = kernel_requirements<Config>();
-  if (Status s = validate_params(params); !s) return s;
-  if (Status s = validate_for_kernel(params, req); !s) return s;
-  DeviceInfo device;
-  if (Status s = query_device(device); !s) return s;
-  if (Status s = validate_for_device(device, req); !s) return s;
+Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cudaStream_t stream) {
+  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
 
   const bool causal = params.mask == MaskKind::kCausal;
   const auto kernel = causal ? forward_kernel<Config, true> : forward_kernel<Config, false>;
   // A binary built without an sm_80+ target would run an empty kernel body; refuse instead.
   cudaFuncAttributes attributes{};
-  if (Status s = detail::cuda_status(cudaFuncGetAttributes(&attributes, kernel),
-                                     "cudaFuncGetAttributes(forward_kernel)");
+  if (Status s = cuda_status(cudaFuncGetAttributes(&attributes, kernel),
+                             "cudaFuncGetAttributes(forward_kernel)");
       !s)
     return s;
   if (attributes.binaryVersion < Config::arch_tag::kMinComputeCapability) {
@@ -122,7 +121,7 @@ template <class Config>
                              std::to_string(attributes.binaryVersion) +
                              " only; build with CUDA architectures 80 or newer");
   }
-  if (Status s = detail::cuda_status(
+  if (Status s = cuda_status(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(Config::kSmemBytes)),
           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
@@ -134,7 +133,19 @@ template <class Config>
   const dim3 grid(static_cast<unsigned>((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM),
                   static_cast<unsigned>(params.heads_q), static_cast<unsigned>(params.batch));
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(args);
-  return detail::cuda_status(cudaGetLastError(), "launching forward_kernel");
+  return cuda_status(cudaGetLastError(), "launching forward_kernel");
+}
+
+}  // namespace detail
+
+template <class Config>
+[[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
+  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  if (Status s = validate_params(params); !s) return s;
+  if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return detail::launch_forward<Config>(params, device, stream);
 }
 
 // Runs the default of one kernel head dim (traits/default_configs.hpp): the general config, the
@@ -147,14 +158,20 @@ template <class Element, int HeadDim>
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
+  // forward<Config> on the device already queried.
+  const auto run = [&](auto config_tag) {
+    using Config = decltype(config_tag);
+    if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
+    return detail::launch_forward<Config>(params, device, stream);
+  };
   using Defaults = DefaultConfig<Element, HeadDim>;
   switch (default_variant<Element, HeadDim>(params.mask == MaskKind::kCausal,
                                             device.smem_per_block_optin)) {
-    case DefaultVariant::kCausal: return forward<typename Defaults::causal>(params, stream);
-    case DefaultVariant::kCompact: return forward<typename Defaults::compact>(params, stream);
+    case DefaultVariant::kCausal: return run(typename Defaults::causal{});
+    case DefaultVariant::kCompact: return run(typename Defaults::compact{});
     case DefaultVariant::kGeneral: break;
   }
-  return forward<typename Defaults::type>(params, stream);
+  return run(typename Defaults::type{});
 }
 
 namespace detail {
