@@ -30,10 +30,10 @@ struct BlockCoord {
 };
 
 // How many groups the causal order cuts the heads * batch (head, batch) pairs into: as few as
-// keep the K and V that each group reads within a share of the L2 cache. A block reads BlockM
-// FLOPs' worth of work per byte of K/V it streams, so blocks of 64 query rows need twice the L2
-// hits of blocks of 128 to stay off the memory bound: the share is half of L2 for BlockM = 128 and
-// scales with BlockM. The query heads of a GQA group read one K/V head, so each counts for
+// keep the K and V that each group reads within a share of the L2 cache. A block does BlockM
+// FLOPs per byte of K/V it streams, so blocks of 64 query rows need twice the L2 hits of blocks
+// of 128 to stay off the memory bound: the share is half of L2 for BlockM = 128 and scales with
+// BlockM. The query heads of a GQA group read one K/V head, so each counts for
 // 1 / group_size of it.
 FLASHMMA_HOST_DEVICE int64_t causal_group_count(int64_t pairs, int64_t seqlen_k, int64_t head_dim,
                                                int64_t group_size, int64_t element_bytes,

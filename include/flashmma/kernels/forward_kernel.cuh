@@ -33,8 +33,8 @@ namespace flashmma {
 
 // kCausal is a template parameter, not read from args: the block order (block_order.cuh) of the
 // causal grid keeps its decoded coordinates in registers, which the unmasked kernel, whose
-// coordinates are blockIdx itself, should not pay for; and each kernel folds the mask tests the
-// other needs.
+// coordinates are blockIdx itself, should not pay for; and each kernel drops at compile time the
+// mask tests that only the other needs.
 template <class Config, bool kCausal>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     forward_kernel(const __grid_constant__ ForwardKernelArgs<typename Config::element_type> args) {
