@@ -194,7 +194,7 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types (40 kernels); call forward<Config> to compile just one config (two kernels, one
+// element types (48 kernels); call forward<Config> to compile just one config (two kernels, one
 // per mask). It is a template only so that merely including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {

@@ -30,24 +30,25 @@ constexpr int kernel_head_dim_for(int64_t head_dim) {
 inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
 
 // Tile choice per head dim, shared by fp16 and bf16 (same operand width, same mma rate), picked
-// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md). All use the
-// single-buffered split schedule (Stages = 1):
-//  - 32 to 128: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
-//    memory feeds two mma), 64 keys a step.
-//  - 160: 4 warps x 16 rows, 64 keys a step.
-//  - 192: 8 warps x 16 rows (96 KB of shared memory), 64 keys a step.
-//  - 224, 256: 8 warps x 16 rows, 64 keys a step (119 and 128 KB of shared memory); compact
-//    fallback 4 warps x 16 rows (89 and 96 KB).
+// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md). All take 64 keys a
+// step:
+//  - 32, 64, 96: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
+//    memory feeds two mma), single-buffered split schedule (Stages = 1).
+//  - 128: without the mask 8 warps x 32 rows with two K/V buffers (ring schedule, 128 KB); under
+//    the mask, and as the compact fallback, 4 warps x 32 rows, split schedule (64 KB).
+//  - 160: 4 warps x 16 rows, split schedule.
+//  - 192: 8 warps x 16 rows, split schedule (96 KB); under the mask the ring schedule (144 KB).
+//  - 224, 256: 8 warps x 16 rows, split schedule (119 and 128 KB); compact fallback 4 warps x 16
+//    rows (89 and 96 KB).
 // Every general and causal config fits the 163 KB of shared memory an A100 (sm_80) grants a
 // block, every compact one the 99 KB of sm_86 / sm_89.
 // Head dims that are multiples of 64 use the XOR swizzle, the others padded rows. All rescale O
-// before the exponentials except the d = 128 and the compact d = 224 configs. Under the causal
-// mask every head dim runs its general config: with the heaviest-first block order
-// (kernels/block_order.cuh) the larger tiles measured faster there too.
+// before the exponentials except the 4-warp d = 128 and the compact d = 224 configs. The causal
+// grid takes its blocks heaviest first (kernels/block_order.cuh).
 template <class Element, int HeadDim>
 struct DefaultConfig;
 
-// Every default is a split-schedule (Stages = 1) TileConfig.
+// The split-schedule (Stages = 1) TileConfig most defaults are.
 template <class Element, int HeadDim, int BlockM, int Warps, SmemLayout Layout,
           int MinBlocksPerSm = 1, RescaleOrder Rescale = RescaleOrder::kBeforeExp>
 using SplitTile = TileConfig<Element, HeadDim, BlockM, /*BlockN=*/64, Warps, /*Stages=*/1,
@@ -71,17 +72,30 @@ struct DefaultConfig<Element, 64>
 template <class Element>
 struct DefaultConfig<Element, 96>
     : OneDefaultForAll<SplitTile<Element, 96, 128, 4, SmemLayout::kPaddedRows>> {};
-// O rescaled after the exponentials: 1-3% faster for this tile.
+// Without the mask, 8 warps x 32 rows on two K/V buffers measured 1-3% ahead of the 4-warp tile
+// (more at longer rows); under the mask the 4-warp tile's smaller blocks balance the triangle
+// better (the 8-warp one was 13% behind at N = 1k). The 4-warp tile rescales O after the
+// exponentials: 1-3% faster for it.
 template <class Element>
-struct DefaultConfig<Element, 128>
-    : OneDefaultForAll<SplitTile<Element, 128, 128, 4, SmemLayout::kXorSwizzle, 1,
-                                 RescaleOrder::kAfterExp>> {};
+struct DefaultConfig<Element, 128> {
+  using type = TileConfig<Element, 128, 256, /*BlockN=*/64, 8, /*Stages=*/2,
+                          SmemLayout::kXorSwizzle>;
+  using causal = SplitTile<Element, 128, 128, 4, SmemLayout::kXorSwizzle, 1,
+                           RescaleOrder::kAfterExp>;
+  using compact = causal;
+};
 template <class Element>
 struct DefaultConfig<Element, 160>
     : OneDefaultForAll<SplitTile<Element, 160, 64, 4, SmemLayout::kPaddedRows>> {};
+// Under the mask the ring schedule (two K/V buffers, one barrier per tile) measured 3-5% ahead
+// of the split one; without it they were even, and the split one needs 48 KB less.
 template <class Element>
-struct DefaultConfig<Element, 192>
-    : OneDefaultForAll<SplitTile<Element, 192, 128, 8, SmemLayout::kXorSwizzle>> {};
+struct DefaultConfig<Element, 192> {
+  using type = SplitTile<Element, 192, 128, 8, SmemLayout::kXorSwizzle>;
+  using causal = TileConfig<Element, 192, 128, /*BlockN=*/64, 8, /*Stages=*/2,
+                            SmemLayout::kXorSwizzle>;
+  using compact = type;
+};
 template <class Element>
 struct DefaultConfig<Element, 224> {
   using type = SplitTile<Element, 224, 128, 8, SmemLayout::kPaddedRows>;
@@ -127,7 +141,9 @@ using DefaultConfigsFor =
 // The causal and compact defaults that differ from the general ones.
 template <class Element>
 using DefaultVariantConfigsFor =
-    std::tuple<typename DefaultConfig<Element, 224>::compact,
+    std::tuple<typename DefaultConfig<Element, 128>::causal,
+               typename DefaultConfig<Element, 192>::causal,
+               typename DefaultConfig<Element, 224>::compact,
                typename DefaultConfig<Element, 256>::compact>;
 
 }  // namespace flashmma
