@@ -204,7 +204,7 @@ fi
 note ""
 note "=== summary"
 grep "compile time" "$STEP_LOGS/compile_time.log" 2>/dev/null | tee -a "$LOG"
-grep -E "mma.sync|warps per block" "$STEP_LOGS/mma_peak.log" 2>/dev/null | tee -a "$LOG"
+grep -E "mma.sync|per SM|B from" "$STEP_LOGS/mma_peak.log" 2>/dev/null | tee -a "$LOG"
 [ -f "$OUTDIR/pytest.log" ] && note "pytest: $(tail -n 1 "$OUTDIR/pytest.log")"
 if [ -f "$OUTDIR/perf.md" ]; then
   sed -n '/^## Summary/,/^## Target/p' "$OUTDIR/perf.md" | grep '^- ' | tee -a "$LOG"
