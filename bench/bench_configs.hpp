@@ -52,8 +52,9 @@ std::string shape_name() {
 inline constexpr flashmma::SmemLayout kSwizzle = flashmma::SmemLayout::kXorSwizzle;
 
 // The named configurations (besides "default"): the ring-schedule (Stages = 2) tiles that were
-// the defaults before the split schedule, the overlapped schedule, and the causal / compact d = 128
-// and d = 256 tiles on their own.
+// the defaults before the split schedule, the 64 x 64 d = 128 tile that was the causal default
+// until the heaviest-first causal order, the overlapped schedule, the compact d = 256 tile on its
+// own, and the d = 256 default of before the split schedule.
 using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
                                TileShape<128, 128, 64, 4, 2, kSwizzle>,
                                TileShape<128, 64, 64, 4, 1, kSwizzle>,
