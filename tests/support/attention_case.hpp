@@ -121,15 +121,9 @@ struct CaseShape {
 };
 
 inline AttentionCase make_case(const CaseShape& shape, int64_t head_dim) {
-  AttentionCase c;
-  c.batch = shape.batch;
-  c.seqlen_q = shape.seqlen_q;
-  c.seqlen_k = shape.seqlen_k;
-  c.heads_kv = shape.heads_kv;
-  c.heads_q = shape.heads_kv * shape.group;
-  c.head_dim = head_dim;
-  c.causal = shape.causal;
-  c.layout = shape.layout;
+  AttentionCase c = test::make_case(shape.batch, shape.seqlen_q, shape.seqlen_k,
+                                    shape.heads_kv * shape.group, shape.heads_kv, head_dim,
+                                    shape.causal, shape.layout);
   c.with_lse = shape.with_lse;
   c.softmax_scale = shape.softmax_scale;
   return c;
