@@ -10,11 +10,18 @@
 // are asynchronous, as for any CUDA kernel: they surface at the caller's next synchronization.
 #pragma once
 
+#if !defined(__CUDACC__)
+#error "flashmma/forward.cuh holds CUDA kernels: include it from a .cu file compiled by nvcc. Host-compiler code may include flashmma/params.hpp, status.hpp, validate.hpp, device.hpp and default_dispatch.hpp, and call a forward() compiled elsewhere (or link flashmma::kernels)."
+#endif
+
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <string>
 
+#include "flashmma/default_dispatch.hpp"
+#include "flashmma/device.hpp"
+#include "flashmma/kernel_image.hpp"
 #include "flashmma/kernels/forward_kernel.cuh"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
@@ -23,48 +30,7 @@
 #include "flashmma/validate.hpp"
 
 namespace flashmma {
-
 namespace detail {
-
-inline Status cuda_status(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::success();
-  return Status::error(ErrorCode::kCudaError, std::string("flashmma: ") + what + " failed: " +
-                                                  cudaGetErrorName(error) + " (" +
-                                                  cudaGetErrorString(error) + ")");
-}
-
-}  // namespace detail
-
-// Reads what validate_for_device() needs from the current device.
-[[nodiscard]] inline Status query_device(DeviceInfo& info) {
-  int device = 0;
-  if (Status s = detail::cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
-  int major = 0, minor = 0, smem_optin = 0, l2_bytes = 0;
-  if (Status s = detail::cuda_status(
-          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-          "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
-      !s)
-    return s;
-  if (Status s = detail::cuda_status(
-          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
-          "cudaDeviceGetAttribute(ComputeCapabilityMinor)");
-      !s)
-    return s;
-  if (Status s = detail::cuda_status(
-          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-          "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
-      !s)
-    return s;
-  if (Status s = detail::cuda_status(
-          cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
-          "cudaDeviceGetAttribute(L2CacheSize)");
-      !s)
-    return s;
-  info.compute_capability = major * 10 + minor;
-  info.smem_per_block_optin = static_cast<std::size_t>(smem_optin);
-  info.l2_cache_bytes = static_cast<std::size_t>(l2_bytes);
-  return Status::success();
-}
 
 // The kernel-side view of params: typed pointers, folded constants.
 template <class Config>
@@ -98,8 +64,6 @@ ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardP
   return args;
 }
 
-namespace detail {
-
 // The rest of forward<Config> once the call has passed validate_params and validate_for_kernel
 // and the device is known: the device check, then the launch. forward_default_config comes here
 // with the DeviceInfo it queried to pick the config, so the device is queried once per call.
@@ -109,18 +73,11 @@ Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cud
 
   const bool causal = params.mask == MaskKind::kCausal;
   const auto kernel = causal ? forward_kernel<Config, true> : forward_kernel<Config, false>;
-  // A binary built without an sm_80+ target would run an empty kernel body; refuse instead.
-  cudaFuncAttributes attributes{};
-  if (Status s = cuda_status(cudaFuncGetAttributes(&attributes, kernel),
-                             "cudaFuncGetAttributes(forward_kernel)");
+  // A build without code for the config's architecture must not launch a compiled-out body.
+  if (Status s = check_kernel_image(reinterpret_cast<const void*>(kernel),
+                                    Config::arch_tag::kMinComputeCapability, "forward_kernel");
       !s)
     return s;
-  if (attributes.binaryVersion < Config::arch_tag::kMinComputeCapability) {
-    return Status::error(ErrorCode::kUnsupportedDevice,
-                         "flashmma: the forward kernel was compiled for sm_" +
-                             std::to_string(attributes.binaryVersion) +
-                             " only; build with CUDA architectures 80 or newer");
-  }
   if (Status s = cuda_status(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(Config::kSmemBytes)),
@@ -158,37 +115,25 @@ template <class Element, int HeadDim>
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  // forward<Config> on the device already queried.
-  const auto run = [&](auto config_tag) {
-    using Config = decltype(config_tag);
-    if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
-    return detail::launch_forward<Config>(params, device, stream);
-  };
-  using Defaults = DefaultConfig<Element, HeadDim>;
-  switch (default_variant<Element, HeadDim>(params.mask == MaskKind::kCausal,
-                                            device.smem_per_block_optin)) {
-    case DefaultVariant::kCausal: return run(typename Defaults::causal{});
-    case DefaultVariant::kCompact: return run(typename Defaults::compact{});
-    case DefaultVariant::kGeneral: break;
-  }
-  return run(typename Defaults::type{});
+  return visit_default_config<Element, HeadDim>(
+      params.mask == MaskKind::kCausal, device.smem_per_block_optin, [&](auto config) {
+        // forward<Config> on the device already queried.
+        using Config = decltype(config);
+        if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
+        return detail::launch_forward<Config>(params, device, stream);
+      });
 }
 
 namespace detail {
 
 template <class Element>
 Status forward_default(const ForwardParams& params, cudaStream_t stream) {
-  switch (kernel_head_dim_for(params.head_dim)) {
-    case 32: return forward_default_config<Element, 32>(params, stream);
-    case 64: return forward_default_config<Element, 64>(params, stream);
-    case 96: return forward_default_config<Element, 96>(params, stream);
-    case 128: return forward_default_config<Element, 128>(params, stream);
-    case 160: return forward_default_config<Element, 160>(params, stream);
-    case 192: return forward_default_config<Element, 192>(params, stream);
-    case 224: return forward_default_config<Element, 224>(params, stream);
-    case 256: return forward_default_config<Element, 256>(params, stream);
-    default: return validate_params(params);  // head_dim out of range: report it
-  }
+  return visit_kernel_head_dim(
+      params.head_dim,
+      [&](auto head_dim) {
+        return forward_default_config<Element, decltype(head_dim)::value>(params, stream);
+      },
+      [&] { return validate_params(params); });  // head_dim out of range: report it
 }
 
 }  // namespace detail
@@ -204,3 +149,5 @@ template <int kUnused = 0>
 }
 
 }  // namespace flashmma
+
+#include "flashmma/precompiled_defaults.cuh"  // the defaults from flashmma::kernels, if linked

@@ -11,7 +11,13 @@
 #define FLASHMMA_HOST_DEVICE inline
 #endif
 
-// One feature macro per architecture, true only in device passes for that architecture.
+// One feature macro per architecture, true only in device passes that have its instructions.
+// A wrapper compiled where its macro is off traps (ptx/arch_guard.cuh) instead of doing nothing.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define FLASHMMA_SM80_ENABLED 1
+#endif
+// wgmma, setmaxnreg and friends exist only in the architecture-specific sm_90a target, not in
+// sm_90 (nor in any later architecture's code).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHMMA_SM90A_ENABLED 1
 #endif

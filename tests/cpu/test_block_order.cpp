@@ -14,9 +14,9 @@
 
 namespace {
 
-using flashmma::BlockCoord;
-using flashmma::causal_block_coord;
-using flashmma::causal_group_count;
+using flashmma::detail::BlockCoord;
+using flashmma::detail::causal_block_coord;
+using flashmma::detail::causal_group_count;
 
 constexpr int64_t kMiB = 1024 * 1024;
 constexpr int64_t kElementBytes = 2;  // fp16 and bf16

@@ -177,7 +177,7 @@ TEST_CASE("causal forward over several L2 groups of (head, batch) pairs", "[gpu]
   const int64_t min_keys = l2_share / ((kPairs - 1) * kKvBytesPerKey) + 1;
   const int64_t seqlen = std::max<int64_t>(
       kKeysMultiple, (min_keys + kKeysMultiple - 1) / kKeysMultiple * kKeysMultiple);
-  const int64_t groups = flashmma::causal_group_count(
+  const int64_t groups = flashmma::detail::causal_group_count(
       kPairs, seqlen, kHeadDim, /*group_size=*/1, static_cast<int64_t>(sizeof(__half)),
       Config::kBlockM, static_cast<int64_t>(device.l2_cache_bytes));
   INFO("L2 " << device.l2_cache_bytes << " bytes, seqlen " << seqlen << ", " << groups

@@ -20,6 +20,7 @@
 #include "flashmma/macros.hpp"
 
 namespace flashmma {
+namespace detail {
 
 // Unsigned 32-bit, like blockIdx (validate.hpp keeps the grid within it): the compiler then
 // knows every index is non-negative and below 2^32, as it did when they were blockIdx itself.
@@ -74,4 +75,5 @@ FLASHMMA_HOST_DEVICE BlockCoord causal_block_coord(int64_t linear, int64_t m_blo
           static_cast<unsigned>(pair % heads), static_cast<unsigned>(pair / heads)};
 }
 
+}  // namespace detail
 }  // namespace flashmma

@@ -15,6 +15,7 @@
 #include "flashmma/traits/fragment_map.hpp"
 
 namespace flashmma {
+namespace detail {
 
 // `staging` is the block's Q tile; the caller has made sure no copy into it is still in flight.
 // `o_head` and `lse_head` point at row 0 of the block's (batch, head); lse_head may be null.
@@ -61,4 +62,5 @@ FLASHMMA_DEVICE void write_output(WarpAttention<Config>& warp, Element* staging,
   }
 }
 
+}  // namespace detail
 }  // namespace flashmma

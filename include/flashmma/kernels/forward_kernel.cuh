@@ -26,6 +26,7 @@
 #include "flashmma/kernels/tile_io.cuh"
 #include "flashmma/kernels/warp_attention.cuh"
 #include "flashmma/macros.hpp"
+#include "flashmma/ptx/arch_guard.cuh"
 #include "flashmma/ptx/cp_async.cuh"
 #include "flashmma/traits/tile_config.hpp"
 
@@ -47,12 +48,12 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   Element* const k_stages = q_tile + Config::kQTileElements;
   Element* const v_stages = k_stages + Config::kStages * Config::kKVTileElements;
 
-  BlockCoord coord{blockIdx.x, blockIdx.y, blockIdx.z};
+  detail::BlockCoord coord{blockIdx.x, blockIdx.y, blockIdx.z};
   if constexpr (kCausal) {
     const int64_t linear_block =
         blockIdx.x + static_cast<int64_t>(gridDim.x) *
                          (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-    coord = causal_block_coord(linear_block, gridDim.x, gridDim.y, gridDim.z, args.causal_groups);
+    coord = detail::causal_block_coord(linear_block, gridDim.x, gridDim.y, gridDim.z, args.causal_groups);
   }
   const int64_t head = coord.head;
   const int64_t batch = coord.batch;
@@ -69,19 +70,19 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   float* const lse_head =
       args.lse == nullptr ? nullptr : args.lse + (batch * args.heads_q + head) * args.seqlen_q;
 
-  const AttentionMask mask{args.seqlen_q, args.seqlen_k, kCausal};
+  const detail::AttentionMask mask{args.seqlen_q, args.seqlen_k, kCausal};
   const int64_t key_end = mask.key_end_for_queries(first_query, Config::kBlockM);
   const int num_tiles =
       key_end > 0 ? static_cast<int>((key_end + Config::kBlockN - 1) / Config::kBlockN) : 0;
 
   // Q is the oldest cp.async group: the schedule's first wait for K also waits for it.
-  const TileCopy<Config, Config::kBlockM> q_copy(args.q_strides.row, args.head_dim);
+  const detail::TileCopy<Config, Config::kBlockM> q_copy(args.q_strides.row, args.head_dim);
   q_copy.issue(q_tile, q_head, first_query, args.seqlen_q - first_query);
   ptx::cp_async_commit();
 
-  const KVStream<Config> kv(k_stages, v_stages, k_head, v_head, args.k_strides.row,
+  const detail::KVStream<Config> kv(k_stages, v_stages, k_head, v_head, args.k_strides.row,
                             args.v_strides.row, args.head_dim, args.seqlen_k, num_tiles);
-  WarpAttention<Config> warp;
+  detail::WarpAttention<Config> warp;
   warp.q_tile = q_tile;
   warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;
   warp.lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -90,13 +91,16 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   warp.scale_log2 = args.softmax_scale_log2;
   warp.init();
 
-  mainloop(kv, warp);
+  detail::mainloop(kv, warp);
 
   // With no visible tile, Q's copies (issued by every thread into every warp's rows) may still
   // be landing where the epilogue stages O: drain them block-wide first.
   ptx::cp_async_wait<0>();
   __syncthreads();
-  write_output(warp, q_tile, args, o_head, lse_head);
+  detail::write_output(warp, q_tile, args, o_head, lse_head);
+#else
+  // Compiled for a target without mma.sync (below sm_80): never return as if O were written.
+  ptx::trap_missing_instruction();
 #endif
 }
 

@@ -12,6 +12,7 @@
 #include "flashmma/macros.hpp"
 
 namespace flashmma {
+namespace detail {
 
 template <class Config>
 class KVStream {
@@ -65,4 +66,5 @@ class KVStream {
   int num_tiles_;
 };
 
+}  // namespace detail
 }  // namespace flashmma

@@ -29,6 +29,7 @@
 #include "flashmma/ptx/cp_async.cuh"
 
 namespace flashmma {
+namespace detail {
 
 template <class Config>
 FLASHMMA_DEVICE void mainloop_split(const KVStream<Config>& kv, WarpAttention<Config>& warp) {
@@ -118,4 +119,5 @@ FLASHMMA_DEVICE void mainloop(const KVStream<Config>& kv, WarpAttention<Config>&
   }
 }
 
+}  // namespace detail
 }  // namespace flashmma

@@ -8,6 +8,7 @@
 #include "flashmma/macros.hpp"
 
 namespace flashmma {
+namespace detail {
 
 struct AttentionMask {
   int64_t seqlen_q;
@@ -39,4 +40,5 @@ struct AttentionMask {
   }
 };
 
+}  // namespace detail
 }  // namespace flashmma

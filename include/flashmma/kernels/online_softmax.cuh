@@ -20,6 +20,7 @@
 #include "flashmma/ptx/shuffle.cuh"
 
 namespace flashmma {
+namespace detail {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
@@ -116,4 +117,5 @@ struct OnlineSoftmax {
   }
 };
 
+}  // namespace detail
 }  // namespace flashmma

@@ -19,6 +19,7 @@
 #include "flashmma/traits/fragment_map.hpp"
 
 namespace flashmma {
+namespace detail {
 
 template <class Config>
 struct WarpAttention {
@@ -88,4 +89,5 @@ struct WarpAttention {
   }
 };
 
+}  // namespace detail
 }  // namespace flashmma

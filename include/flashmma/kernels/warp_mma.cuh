@@ -20,6 +20,7 @@
 #include "flashmma/traits/tile_config.hpp"
 
 namespace flashmma {
+namespace detail {
 
 // Accumulators of a warp: one set of C fragments per m16 row tile.
 template <class Config>
@@ -164,4 +165,5 @@ FLASHMMA_DEVICE void accumulate_output(OutputFragments<Config>& output,
   }
 }
 
+}  // namespace detail
 }  // namespace flashmma

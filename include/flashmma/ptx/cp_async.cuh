@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "flashmma/macros.hpp"
+#include "flashmma/ptx/arch_guard.cuh"
 
 namespace flashmma {
 namespace ptx {
@@ -20,6 +21,8 @@ FLASHMMA_DEVICE void cp_async_cg_16(uint32_t smem_dst, const void* src, bool in_
   const int src_size = in_bounds ? kCpAsyncBytes : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_dst), "l"(src),
                "r"(src_size));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -27,6 +30,8 @@ FLASHMMA_DEVICE void cp_async_cg_16(uint32_t smem_dst, const void* src, bool in_
 FLASHMMA_DEVICE void cp_async_commit() {
 #if defined(FLASHMMA_SM80_ENABLED)
   asm volatile("cp.async.commit_group;\n" ::);
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -36,6 +41,8 @@ template <int N>
 FLASHMMA_DEVICE void cp_async_wait() {
 #if defined(FLASHMMA_SM80_ENABLED)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+  trap_missing_instruction();
 #endif
 }
 

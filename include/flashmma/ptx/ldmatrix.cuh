@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "flashmma/macros.hpp"
+#include "flashmma/ptx/arch_guard.cuh"
 
 namespace flashmma {
 namespace ptx {
@@ -19,6 +20,8 @@ FLASHMMA_DEVICE void ldmatrix_x1(uint32_t (&r)[1], uint32_t smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
                : "=r"(r[0])
                : "r"(smem_row));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -28,6 +31,8 @@ FLASHMMA_DEVICE void ldmatrix_x2(uint32_t (&r)[2], uint32_t smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(smem_row));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -37,6 +42,8 @@ FLASHMMA_DEVICE void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_row));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -46,6 +53,8 @@ FLASHMMA_DEVICE void ldmatrix_x1_trans(uint32_t (&r)[1], uint32_t smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
                : "=r"(r[0])
                : "r"(smem_row));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -55,6 +64,8 @@ FLASHMMA_DEVICE void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(smem_row));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -64,6 +75,8 @@ FLASHMMA_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_row));
+#else
+  trap_missing_instruction();
 #endif
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "flashmma/macros.hpp"
+#include "flashmma/ptx/arch_guard.cuh"
 
 namespace flashmma {
 namespace ptx {
@@ -29,6 +30,8 @@ FLASHMMA_DEVICE void mma_m16n8k16<__half>(float (&d)[4], const uint32_t (&a)[4],
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
         "f"(c[2]), "f"(c[3]));
+#else
+  trap_missing_instruction();
 #endif
 }
 
@@ -43,6 +46,8 @@ FLASHMMA_DEVICE void mma_m16n8k16<__nv_bfloat16>(float (&d)[4], const uint32_t (
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
         "f"(c[2]), "f"(c[3]));
+#else
+  trap_missing_instruction();
 #endif
 }
 
