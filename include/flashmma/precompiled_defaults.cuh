@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// The default dispatch, precompiled. Where FLASHMMA_PRECOMPILED_KERNELS is defined (the CMake
+// target flashmma::kernels defines it for everything that links it), each default head dim below
+// is declared an explicit instantiation that the library holds: a translation unit that calls
+// flashmma::forward(params) then compiles none of the 48 default kernels and links the ones
+// flashmma::kernels compiled once. Without the definition this header declares nothing, and
+// flashmma stays header-only.
+//
+// This list is the library's list too: src/CMakeLists.txt generates one translation unit per
+// line, so that a head dim added here is compiled there.
+#pragma once
+
+#include "flashmma/forward.cuh"
+
+#ifdef FLASHMMA_PRECOMPILED_KERNELS
+
+namespace flashmma {
+
+extern template Status forward_default_config<__half, 32>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 64>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 96>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 128>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 160>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 192>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 224>(const ForwardParams&, cudaStream_t);
+extern template Status forward_default_config<__half, 256>(const ForwardParams&, cudaStream_t);
+
+extern template Status forward_default_config<__nv_bfloat16, 32>(const ForwardParams&,
+                                                                 cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 64>(const ForwardParams&,
+                                                                 cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 96>(const ForwardParams&,
+                                                                 cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 128>(const ForwardParams&,
+                                                                  cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 160>(const ForwardParams&,
+                                                                  cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 192>(const ForwardParams&,
+                                                                  cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 224>(const ForwardParams&,
+                                                                  cudaStream_t);
+extern template Status forward_default_config<__nv_bfloat16, 256>(const ForwardParams&,
+                                                                  cudaStream_t);
+
+}  // namespace flashmma
+
+#endif  // FLASHMMA_PRECOMPILED_KERNELS
