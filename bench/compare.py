@@ -437,6 +437,22 @@ def render_markdown(meta: dict | None, rows: list[dict]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+def portable_command(argv) -> str:
+    """The command line as run from the repository root, without the machine's own paths: the
+    script relative to the repository, output paths by their file name under OUTDIR."""
+    repo = Path(__file__).resolve().parent.parent
+    words = ["python3"]
+    for word in argv:
+        path = Path(word)
+        if path.is_absolute():
+            try:
+                word = str(path.resolve().relative_to(repo))
+            except ValueError:
+                word = f"OUTDIR/{path.name}"
+        words.append(word)
+    return shlex.join(words)
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="CSV path; the JSON goes beside it (.json)")
@@ -473,7 +489,7 @@ def main(argv=None) -> int:
         meta.update(
             date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             commit=args.commit or git_commit(),
-            command=shlex.join(["python3", *sys.argv]),
+            command=portable_command(sys.argv),
             warmup=args.warmup,
             iters=args.iters,
             schedule=args.schedule,

@@ -38,6 +38,8 @@
 
 #include "bench_configs.hpp"
 #include "device_buffer.hpp"
+#include "flashmma/default_dispatch.hpp"
+#include "flashmma/device.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
@@ -213,6 +215,8 @@ struct Result {
   // "default(d128_m128_n64_w4_s1_swz causal:d128_m64_n64_w4_s1_swz)".
   std::string config;
   std::string status;   // "ok", "skipped: ..." or "error: ..."
+  // For "default" rows, the kernel flashmma::forward(params) picked for this case and device.
+  std::string kernel;
   int input_sets = 0;
   double ms_median = std::numeric_limits<double>::quiet_NaN();
   double ms_min = std::numeric_limits<double>::quiet_NaN();
@@ -619,6 +623,13 @@ Result run_case(const Case& c, const ConfigEntry& config, const Options& options
                               : nullptr;
     return p;
   };
+  if (config.name == kDefaultName) {
+    flashmma::DeviceInfo device;
+    if (!flashmma::query_device(device).ok() ||
+        !flashmma::describe_default_kernel(params_for_set(0), device, result.kernel).ok()) {
+      result.kernel.clear();
+    }
+  }
   auto launch = [&](int iteration) -> bool {
     const flashmma::Status status = config.launch(params_for_set(iteration % sets), nullptr);
     if (!status.ok()) {
@@ -888,6 +899,7 @@ int run(int argc, char** argv) {
               << " sk=" << c.shape.seqlen_k << " d=" << c.shape.head_dim
               << (c.causal ? " causal" : "") << ": "
               << (result.status == "ok" ? number(result.tflops, 1) + " TFLOP/s" : result.status)
+              << (result.kernel.empty() ? "" : " [" + result.kernel + "]")
               << "\n";
     results.push_back(std::move(result));
   }

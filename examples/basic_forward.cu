@@ -128,6 +128,7 @@ int run(const Options& options) {
   example::Problem<Element> problem;
   if (!problem.init(s, kSeed)) return 1;
   const flashmma::ForwardParams params = problem.params();
+  if (!example::print_default_kernel(params)) return 1;
 
   // Every entry point returns a Status; an argument error comes back before anything runs.
   if (!example::status_ok(flashmma::forward(params), "flashmma::forward")) return 1;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "flashmma/flashmma.cuh"
@@ -22,7 +23,8 @@ namespace example {
 // Prints what failed and returns false unless `error` is cudaSuccess.
 inline bool cuda_ok(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return true;
-  std::fprintf(stderr, "%s failed: %s\n", what, cudaGetErrorString(error));
+  std::fprintf(stderr, "%s failed: %s (%s)\n", what, cudaGetErrorName(error),
+               cudaGetErrorString(error));
   return false;
 }
 
@@ -33,13 +35,32 @@ inline bool status_ok(const flashmma::Status& status, const char* what) {
   return false;
 }
 
+// True when a CUDA device can be used; otherwise prints why, with the runtime's own error (a
+// driver older than the toolkit is not the same problem as a machine without a GPU).
 inline bool have_cuda_device() {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fflush(stdout);  // keep what was printed before the message
-    std::fprintf(stderr, "no CUDA device found\n");
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaSuccess && count > 0) return true;
+  std::fflush(stdout);  // keep what was printed before the message
+  if (error != cudaSuccess) {
+    std::fprintf(stderr, "no usable CUDA device: cudaGetDeviceCount failed: %s (%s)\n",
+                 cudaGetErrorName(error), cudaGetErrorString(error));
+  } else {
+    std::fprintf(stderr, "no CUDA device found (cudaGetDeviceCount returned 0)\n");
+  }
+  return false;
+}
+
+// Prints the kernel flashmma::forward(params) picks on the current device.
+inline bool print_default_kernel(const flashmma::ForwardParams& params) {
+  flashmma::DeviceInfo device;
+  std::string kernel;
+  if (!status_ok(flashmma::query_device(device), "flashmma::query_device") ||
+      !status_ok(flashmma::describe_default_kernel(params, device, kernel),
+                 "flashmma::describe_default_kernel")) {
     return false;
   }
+  std::printf("kernel: %s\n", kernel.c_str());
   return true;
 }
 

@@ -30,7 +30,7 @@ constexpr int kernel_head_dim_for(int64_t head_dim) {
 inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
 
 // Tile choice per head dim, shared by fp16 and bf16 (same operand width, same mma rate), picked
-// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning.md). All take 64 keys a
+// by measurement on an H200 (docs/perf.md, tuning log in docs/tuning-log.md). All take 64 keys a
 // step:
 //  - 32, 64, 96: 4 warps x 32 rows (two m16 tiles each, so every K/V fragment loaded from shared
 //    memory feeds two mma), single-buffered split schedule (Stages = 1).

@@ -91,7 +91,7 @@ struct TileConfig {
   // Keeping Q's fragments in registers saves one ldmatrix per k16 slice per K tile; it costs
   // HeadDim / 4 32-bit registers per thread per row tile, affordable up to 32 of them.
   static constexpr bool kQInRegisters = kRowTiles * HeadDim <= 128;
-  // Measured on an H200 (docs/tuning.md, step 13): before the exponentials is 1-7% faster for
+  // Measured on an H200 (docs/tuning-log.md, step 13): before the exponentials is 1-7% faster for
   // most configs, after them 1-6% faster for 128x64 tiles on 4 warps at d = 128 and 64x64 on 4
   // warps at d = 192; the defaults say which they use.
   static constexpr bool kRescaleBeforeExp = Rescale == RescaleOrder::kBeforeExp;
