@@ -6,8 +6,10 @@ fp32 on upcast inputs. Needs a CUDA GPU; skipped without one.
 The first run compiles the extension (see flashmma_torch/_extension.py).
 """
 
+import inspect
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -213,3 +215,193 @@ def test_different_devices_raise():
 def test_module_exports():
     assert flashmma_torch.__all__ == ["flash_attn_func"]
     assert "bottom-right" in flash_attn_func.__doc__
+
+
+# --- FlashAttention-2's signature ---------------------------------------------------------------
+
+
+def test_signature_is_flash_attention_2s():
+    parameters = inspect.signature(flash_attn_func).parameters
+    assert list(parameters) == [
+        "q", "k", "v", "dropout_p", "softmax_scale", "causal", "window_size", "softcap",
+        "alibi_slopes", "deterministic", "return_attn_probs", "return_lse",
+    ]  # fmt: skip
+    assert parameters["return_lse"].kind is inspect.Parameter.KEYWORD_ONLY
+    defaults = {name: p.default for name, p in parameters.items() if p.default is not p.empty}
+    assert defaults == {
+        "dropout_p": 0.0, "softmax_scale": None, "causal": False, "window_size": (-1, -1),
+        "softcap": 0.0, "alibi_slopes": None, "deterministic": False, "return_attn_probs": False,
+        "return_lse": False,
+    }  # fmt: skip
+
+
+def test_fourth_positional_argument_is_dropout_p():
+    q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
+    with pytest.raises(NotImplementedError, match=r"dropout_p=0\.1 is not supported yet: .*no dropout"):
+        flash_attn_func(q, k, v, 0.1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+def test_positional_softmax_scale_and_causal(dtype):
+    q, k, v = make_inputs(1, 100, 300, 2, 1, 64, dtype)
+    out = flash_attn_func(q, k, v, 0.0, 0.3, True)
+    expected, _ = reference(q, k, v, causal=True, softmax_scale=0.3)
+    assert relative_l2(out, expected) < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"dropout_p": 0.5}, r"dropout_p=0\.5 is not supported yet"),
+        ({"softcap": 30.0}, r"softcap=30\.0 is not supported yet"),
+        ({"alibi_slopes": "tensor"}, r"alibi_slopes is not supported yet"),
+        ({"window_size": (128, 0)}, r"window_size=\(128, 0\) is not supported yet"),
+        ({"window_size": (-1, 64)}, r"window_size=\(-1, 64\) is not supported yet"),
+        ({"window_size": (64, -1), "causal": True}, r"window_size=\(64, -1\) is not supported yet"),
+        ({"return_attn_probs": True}, r"return_attn_probs=True is not supported yet: .*return_lse=True"),
+    ],
+    ids=["dropout_p", "softcap", "alibi_slopes", "window_left", "window_right", "window_causal", "attn_probs"],
+)
+def test_unsupported_arguments_raise(kwargs, message):
+    q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
+    if kwargs.get("alibi_slopes") == "tensor":
+        kwargs = {"alibi_slopes": torch.zeros(2, device=DEVICE, dtype=torch.float32)}
+    with pytest.raises(NotImplementedError, match=message):
+        flash_attn_func(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"window_size": (-1, 0)},
+        {"window_size": [-1, 0], "causal": True},
+        {"window_size": (-1, -1), "causal": True},
+        {"window_size": (-1, 5), "causal": True},  # causal sets the right side to 0
+        {"causal": True, "deterministic": True},
+    ],
+    ids=["window", "window_list", "causal", "causal_right", "deterministic"],
+)
+def test_supported_spellings_of_causal(kwargs):
+    q, k, v = make_inputs(2, 200, 150, 2, 2, 64, torch.bfloat16)
+    assert torch.equal(flash_attn_func(q, k, v, **kwargs), flash_attn_func(q, k, v, causal=True))
+
+
+def test_full_attention_spellings():
+    q, k, v = make_inputs(2, 200, 150, 2, 2, 64, torch.float16)
+    expected = flash_attn_func(q, k, v)
+    for kwargs in ({"window_size": (-1, -1)}, {"window_size": (-5, -3)}, {"deterministic": True}):
+        assert torch.equal(flash_attn_func(q, k, v, **kwargs), expected)
+
+
+# --- gradients ------------------------------------------------------------------------------------
+
+BACKWARD_MESSAGE = r"backward pass is not implemented yet.*torch\.no_grad\(\).*\.detach\(\)"
+
+
+def _message_chain(error):
+    """str() of an exception and of every exception it was raised from or during."""
+    messages = []
+    while error is not None and len(messages) < 10:
+        messages.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(messages)
+
+
+@pytest.mark.parametrize("which", ["q", "k", "v"])
+def test_requires_grad_raises(which):
+    q, k, v = make_inputs(1, 32, 32, 2, 2, 64, torch.float16)
+    inputs = {"q": q, "k": k, "v": v}
+    inputs[which] = inputs[which].requires_grad_()
+    with pytest.raises(NotImplementedError, match=BACKWARD_MESSAGE):
+        flash_attn_func(**inputs)
+
+
+def test_requires_grad_without_grad_mode_works():
+    q, k, v = (t.requires_grad_() for t in make_inputs(1, 32, 48, 2, 2, 64, torch.float16))
+    expected, _ = reference(q.detach(), k.detach(), v.detach())
+    with torch.no_grad():
+        out = flash_attn_func(q, k, v)
+    assert not out.requires_grad and relative_l2(out, expected) < TOLERANCE[torch.float16]
+    with torch.inference_mode():
+        assert torch.equal(flash_attn_func(q, k, v), out)
+    assert torch.equal(flash_attn_func(q.detach(), k.detach(), v.detach()), out)
+
+
+def test_requires_grad_raises_when_compiled():
+    torch._dynamo.reset()
+    q, k, v = make_inputs(1, 32, 32, 2, 2, 64, torch.float16)
+    q.requires_grad_()
+    compiled = torch.compile(lambda q, k, v: flash_attn_func(q, k, v), fullgraph=True)
+    with pytest.raises(Exception) as raised:
+        compiled(q, k, v)
+    assert re.search(BACKWARD_MESSAGE, _message_chain(raised.value), re.DOTALL), _message_chain(raised.value)
+
+
+# --- the operator: torch.compile, torch.export, opcheck -------------------------------------------
+
+
+class Attention(torch.nn.Module):
+    """A small module around flash_attn_func, with ops before and after it to fuse."""
+
+    def __init__(self, causal=False, return_lse=False):
+        super().__init__()
+        self.causal = causal
+        self.return_lse = return_lse
+
+    def forward(self, q, k, v):
+        result = flash_attn_func(q * 0.5, k, v, causal=self.causal, return_lse=self.return_lse)
+        if self.return_lse:
+            out, lse = result
+            return out.float() * 2.0, lse + 1.0
+        return result.float() * 2.0
+
+
+def _expected(q, k, v, causal):
+    out, lse = reference(q * 0.5, k, v, causal)
+    return out * 2.0, lse + 1.0
+
+
+@pytest.mark.parametrize("head_dim", [64, 100], ids=["d64", "d100_padded"])
+@pytest.mark.parametrize("causal,return_lse", [(False, False), (True, True)], ids=["full", "causal_lse"])
+def test_torch_compile_fullgraph(causal, return_lse, head_dim):
+    torch._dynamo.reset()
+    q, k, v = make_inputs(2, 129, 257, 4, 2, head_dim, torch.bfloat16)
+    compiled = torch.compile(Attention(causal, return_lse), fullgraph=True)
+    result = compiled(q, k, v)
+    expected_out, expected_lse = _expected(q, k, v, causal)
+    out = result[0] if return_lse else result
+    assert out.shape == (2, 129, 4, head_dim)
+    assert relative_l2(out, expected_out) < TOLERANCE[torch.bfloat16]
+    if return_lse:
+        torch.testing.assert_close(result[1], expected_lse, rtol=1e-4, atol=1e-3)
+
+
+def test_torch_compile_dynamic_shapes():
+    torch._dynamo.reset()
+    compiled = torch.compile(Attention(causal=True), fullgraph=True, dynamic=True)
+    for seqlen_q, seqlen_k, head_dim in [(64, 100, 40), (200, 77, 40), (33, 300, 17)]:
+        q, k, v = make_inputs(2, seqlen_q, seqlen_k, 2, 1, head_dim, torch.float16)
+        expected_out, _ = _expected(q, k, v, causal=True)
+        assert relative_l2(compiled(q, k, v), expected_out) < TOLERANCE[torch.float16]
+
+
+def test_torch_export():
+    q, k, v = make_inputs(2, 100, 160, 4, 2, 72, torch.float16)
+    module = Attention(causal=True, return_lse=True)
+    exported = torch.export.export(module, (q, k, v))
+    assert "flashmma.forward" in str(exported.graph)
+    out, lse = exported.module()(q, k, v)
+    eager_out, eager_lse = module(q, k, v)
+    assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse)
+    # The exported program runs on other inputs of the same shapes.
+    q2, k2, v2 = make_inputs(2, 100, 160, 4, 2, 72, torch.float16, seed=1)
+    expected_out, _ = _expected(q2, k2, v2, causal=True)
+    assert relative_l2(exported.module()(q2, k2, v2)[0], expected_out) < TOLERANCE[torch.float16]
+
+
+@pytest.mark.parametrize("head_dim,return_lse", [(64, True), (100, False), (17, True)])
+def test_opcheck(head_dim, return_lse):
+    # Schema, fake implementation (sizes, strides, dtypes) and the autograd registration.
+    q, k, v = make_inputs(2, 65, 130, 4, 2, head_dim, torch.bfloat16)
+    torch.library.opcheck(torch.ops.flashmma.forward.default, (q, k, v, None, True, return_lse))
+    torch.library.opcheck(torch.ops.flashmma.forward.default, (q, k, v, 0.2, False, return_lse))

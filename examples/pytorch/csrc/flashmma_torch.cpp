@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// PyTorch binding of flashmma's forward pass, with FlashAttention's conventions:
+// PyTorch binding of flashmma's forward pass, registered as the operator flashmma::forward with
+// FlashAttention's conventions:
 //
-//   out, lse = forward(q, k, v, softmax_scale, causal, return_lse)
+//   out, lse = torch.ops.flashmma.forward(q, k, v, softmax_scale, causal, return_lse)
 //   q: (batch, seqlen_q, heads_q, head_dim), k and v: (batch, seqlen_k, heads_kv, head_dim),
 //   fp16 or bf16 CUDA tensors on one device, any strides with a contiguous last dimension.
+//   softmax_scale: None means 1 / sqrt(head_dim).
 //   out: (batch, seqlen_q, heads_q, head_dim) in the input dtype; lse: (batch, heads_q, seqlen_q)
-//   fp32 (natural log), or an undefined tensor when return_lse is false.
+//   fp32 (natural log) when return_lse, else an empty fp32 tensor of shape (0,).
+//
+// The operator's fake (meta) implementation and its autograd registration are in Python
+// (flashmma_torch/_ops.py); the fake one must give `out` and `lse` the same sizes and strides as
+// this one, including the padded row stride of `out` described below.
 //
 // What flashmma itself does not take is adapted here rather than refused: a head dim that is not
 // a multiple of 8 is zero-padded (the padding adds nothing to Q.K^T, and its output columns are
-// sliced off), and an operand whose pointer or strides break cp.async's 16-byte alignment is
-// copied to a contiguous tensor. Everything else is checked, and errors raise Python exceptions
-// that carry flashmma's message.
+// sliced off, so that `out` is a view with a row stride of the padded head dim), and an operand
+// whose pointer or strides break cp.async's 16-byte alignment is copied to a contiguous tensor.
+// Everything else is checked, and errors raise Python exceptions that carry flashmma's message.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
@@ -19,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -100,8 +107,9 @@ void raise_on_error(const flashmma::Status& status) {
 }
 
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k,
-                                           const at::Tensor& v, double softmax_scale,
-                                           bool causal, bool return_lse) {
+                                           const at::Tensor& v,
+                                           std::optional<double> softmax_scale, bool causal,
+                                           bool return_lse) {
   check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
   check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
   check_operand(v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
@@ -129,34 +137,33 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
                     " (got ", head_dim, ")");
   TORCH_CHECK_VALUE(heads_kv >= 1 && heads_q % heads_kv == 0, "flashmma_torch: heads_q (", heads_q,
                     ") must be a multiple of heads_kv (", heads_kv, ")");
-  TORCH_CHECK_VALUE(std::isnan(softmax_scale) || (std::isfinite(softmax_scale) && softmax_scale > 0),
+  TORCH_CHECK_VALUE(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0),
                     "flashmma_torch: softmax_scale must be a positive finite number or None (got ",
-                    softmax_scale, ")");
+                    softmax_scale.value_or(0.0), ")");
 
   const c10::cuda::CUDAGuard device_guard(q.device());
   // The scale follows the caller's head dim, not the padded one.
-  const double scale =
-      std::isnan(softmax_scale) ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : softmax_scale;
+  const double scale = softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
   const at::TensorOptions lse_options = q.options().dtype(at::kFloat);
 
+  // `out` is allocated with the padded head dim in every case, so that its strides depend on the
+  // shapes only (the fake implementation computes the same ones).
+  const int64_t padded_dim = (head_dim + kHeadDimMultiple - 1) / kHeadDimMultiple * kHeadDimMultiple;
+  at::Tensor out = at::empty({batch, seqlen_q, heads_q, padded_dim}, q.options());
+  at::Tensor lse = return_lse ? at::empty({batch, heads_q, seqlen_q}, lse_options)
+                              : at::empty({0}, lse_options);
+
   // Problems with nothing to compute. A query row that sees no key gets O = 0 and LSE = -inf.
-  if (batch == 0 || seqlen_q == 0 || heads_q == 0) {
-    return {at::empty({batch, seqlen_q, heads_q, head_dim}, q.options()),
-            return_lse ? at::empty({batch, heads_q, seqlen_q}, lse_options) : at::Tensor()};
-  }
+  if (batch == 0 || seqlen_q == 0 || heads_q == 0) return {out.narrow(3, 0, head_dim), lse};
   if (seqlen_k == 0) {
-    return {at::zeros({batch, seqlen_q, heads_q, head_dim}, q.options()),
-            return_lse ? at::full({batch, heads_q, seqlen_q},
-                                  -std::numeric_limits<float>::infinity(), lse_options)
-                       : at::Tensor()};
+    out.zero_();
+    lse.fill_(-std::numeric_limits<float>::infinity());
+    return {out.narrow(3, 0, head_dim), lse};
   }
 
-  const int64_t padded_dim = (head_dim + kHeadDimMultiple - 1) / kHeadDimMultiple * kHeadDimMultiple;
   const at::Tensor q_ready = prepare_operand(q, padded_dim);
   const at::Tensor k_ready = prepare_operand(k, padded_dim);
   const at::Tensor v_ready = prepare_operand(v, padded_dim);
-  at::Tensor out = at::empty({batch, seqlen_q, heads_q, padded_dim}, q.options());
-  at::Tensor lse = return_lse ? at::empty({batch, heads_q, seqlen_q}, lse_options) : at::Tensor();
 
   flashmma::ForwardParams params;
   params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
@@ -181,18 +188,24 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
 
   raise_on_error(launch(params, at::cuda::getCurrentCUDAStream(q.get_device()).stream()));
 
-  if (padded_dim != head_dim) out = out.narrow(3, 0, head_dim);
-  return {out, lse};
+  return {out.narrow(3, 0, head_dim), lse};
 }
 
 }  // namespace
 }  // namespace flashmma_torch
 
+TORCH_LIBRARY(flashmma, m) {
+  m.def(
+      "forward(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, bool return_lse)"
+      " -> (Tensor out, Tensor lse)");
+}
+
+// CPU tensors reach the same checks, which refuse them with a message naming the argument.
+TORCH_LIBRARY_IMPL(flashmma, CUDA, m) { m.impl("forward", &flashmma_torch::forward); }
+TORCH_LIBRARY_IMPL(flashmma, CPU, m) { m.impl("forward", &flashmma_torch::forward); }
+
+// Importing the module (flashmma_torch._C) is what loads the library and registers the operator.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "flashmma's forward attention for PyTorch tensors (use flashmma_torch.flash_attn_func)";
-  m.def("forward", &flashmma_torch::forward,
-        "out, lse = forward(q, k, v, softmax_scale, causal, return_lse); softmax_scale NaN means "
-        "1/sqrt(head_dim); lse is None unless return_lse",
-        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"),
-        pybind11::arg("softmax_scale"), pybind11::arg("causal"), pybind11::arg("return_lse"));
+  m.doc() = "flashmma's forward attention, registered as torch.ops.flashmma.forward "
+            "(use flashmma_torch.flash_attn_func)";
 }

@@ -1,0 +1,51 @@
+"""The Python side of the operator torch.ops.flashmma.forward (defined and run on CUDA by the
+compiled extension, csrc/flashmma_torch.cpp):
+
+- its fake implementation, which gives torch.compile and torch.export the outputs' shapes, dtypes
+  and strides without running the kernel;
+- its autograd formula. There is no backward pass yet, so the formula refuses as soon as the
+  forward is called with an input that requires grad in grad mode, rather than returning an output
+  that silently has no gradient. The backward pass will replace _setup_context and _backward here,
+  on the same operator.
+
+Imported by flashmma_torch/__init__.py once the extension is loaded.
+"""
+
+import torch
+
+OPERATOR = "flashmma::forward"
+
+# flashmma takes head dims in multiples of 8: the extension pads the head dim and returns a view
+# of the padded output, so `out` has a row stride of the padded head dim (see the C++ binding).
+HEAD_DIM_MULTIPLE = 8
+
+BACKWARD_MISSING = (
+    "flashmma_torch: the backward pass is not implemented yet, and flash_attn_func was called "
+    "with q, k or v requiring grad while grad mode is enabled. Call it without grad: under "
+    "`with torch.no_grad():` (or torch.inference_mode()), or on q.detach(), k.detach(), v.detach()."
+)
+
+
+@torch.library.register_fake(OPERATOR)
+def _forward_fake(q, k, v, softmax_scale, causal, return_lse):
+    torch._check(q.dim() == 4, lambda: f"flashmma_torch: q must have 4 dimensions (got {q.dim()})")
+    torch._check(k.dim() == 4, lambda: f"flashmma_torch: k must have 4 dimensions (got {k.dim()})")
+    torch._check(v.dim() == 4, lambda: f"flashmma_torch: v must have 4 dimensions (got {v.dim()})")
+    batch, seqlen_q, heads_q, head_dim = q.shape
+    padded_dim = (head_dim + HEAD_DIM_MULTIPLE - 1) // HEAD_DIM_MULTIPLE * HEAD_DIM_MULTIPLE
+    out = q.new_empty((batch, seqlen_q, heads_q, padded_dim))[..., :head_dim]
+    lse_shape = (batch, heads_q, seqlen_q) if return_lse else (0,)
+    lse = q.new_empty(lse_shape, dtype=torch.float32)
+    return out, lse
+
+
+def _setup_context(ctx, inputs, output):
+    # Runs in the forward call, only when grad mode is on and q, k or v requires grad.
+    raise NotImplementedError(BACKWARD_MISSING)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    raise NotImplementedError(BACKWARD_MISSING)
+
+
+torch.library.register_autograd(OPERATOR, _backward, setup_context=_setup_context)
