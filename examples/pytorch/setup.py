@@ -1,9 +1,10 @@
-"""Builds flashmma_torch ahead of time:
+"""Builds flashmma_torch ahead of time (the metadata is in pyproject.toml):
 
-    pip install --no-build-isolation examples/pytorch      (needs PyTorch with CUDA, and nvcc)
+    python3 -m pip install --no-build-isolation examples/pytorch    (needs PyTorch with CUDA, nvcc)
 
 Without installing, `import flashmma_torch` from this folder compiles the extension on first use.
-FLASHMMA_TORCH_ARCH_LIST ("8.0;9.0a" by default) picks the GPU architectures.
+FLASHMMA_TORCH_ARCH_LIST ("8.0;9.0a" by default) picks the GPU architectures. The version is
+flashmma's, read from include/flashmma/version.hpp.
 """
 
 import importlib.util
@@ -26,9 +27,7 @@ def _load_build_config():
 build = _load_build_config()
 
 setup(
-    name="flashmma_torch",
-    version="0.1.0",
-    description="flashmma's FlashAttention forward pass as a PyTorch extension",
+    version=build.read_version(),
     packages=["flashmma_torch"],
     ext_modules=[
         CUDAExtension(
@@ -42,5 +41,4 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildExtension},
-    python_requires=">=3.9",
 )

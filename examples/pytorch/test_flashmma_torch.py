@@ -11,6 +11,7 @@ import math
 import os
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -405,3 +406,29 @@ def test_opcheck(head_dim, return_lse):
     q, k, v = make_inputs(2, 65, 130, 4, 2, head_dim, torch.bfloat16)
     torch.library.opcheck(torch.ops.flashmma.forward.default, (q, k, v, None, True, return_lse))
     torch.library.opcheck(torch.ops.flashmma.forward.default, (q, k, v, 0.2, False, return_lse))
+
+
+# --- packaging ------------------------------------------------------------------------------------
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def test_version_matches_the_header():
+    header = (REPOSITORY / "include" / "flashmma" / "version.hpp").read_text()
+    parts = [
+        re.search(rf"#define FLASHMMA_VERSION_{name} (\d+)", header).group(1) for name in ("MAJOR", "MINOR", "PATCH")
+    ]
+    assert flashmma_torch.__version__ == ".".join(parts)
+
+
+def test_extension_that_fails_to_load_is_reported(monkeypatch):
+    from flashmma_torch import _extension
+
+    def broken_import(name):
+        raise ImportError("libc10.so: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(_extension.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(_extension.importlib, "import_module", broken_import)
+    with pytest.raises(ImportError, match="installed but failed to load: libc10.so") as raised:
+        _extension.load_extension()
+    assert isinstance(raised.value.__cause__, ImportError)

@@ -16,6 +16,9 @@ Forward only: calling it with q, k or v requiring grad in grad mode raises NotIm
 import torch
 
 from ._extension import load_extension
+from ._version import package_version
+
+__version__ = package_version()
 
 _C = load_extension()
 

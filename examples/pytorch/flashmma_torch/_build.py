@@ -1,10 +1,12 @@
-"""How flashmma_torch's extension is compiled: one list of sources and flags, read by setup.py
-(ahead of time) and by the just-in-time loader (_extension.py). Imports nothing but the standard
-library, so that setup.py can load it before the package exists."""
+"""How flashmma_torch's extension is compiled: one list of sources and flags, and the version,
+read by setup.py (ahead of time) and by the just-in-time loader
+(_extension.py). Imports nothing but the standard library, so that setup.py can load it before the
+package exists."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -68,3 +70,20 @@ def gencode_flags(arch_list: str) -> list[str]:
 
 def ahead_of_time_arch_list() -> str:
     return os.environ.get("FLASHMMA_TORCH_ARCH_LIST", DEFAULT_ARCH_LIST)
+
+
+def version_header() -> Path:
+    """include/flashmma/version.hpp, the one source of flashmma's version."""
+    return include_dir() / "flashmma" / "version.hpp"
+
+
+def read_version(header: Path | None = None) -> str:
+    """'MAJOR.MINOR.PATCH' from the FLASHMMA_VERSION_* macros of version.hpp."""
+    text = Path(header or version_header()).read_text()
+    parts = []
+    for name in ("MAJOR", "MINOR", "PATCH"):
+        match = re.search(rf"^\s*#\s*define\s+FLASHMMA_VERSION_{name}\s+(\d+)\b", text, re.MULTILINE)
+        if match is None:
+            raise RuntimeError(f"flashmma_torch: no FLASHMMA_VERSION_{name} in {header or version_header()}")
+        parts.append(match.group(1))
+    return ".".join(parts)

@@ -10,6 +10,8 @@ Environment:
   MAX_JOBS                   parallel compile jobs (PyTorch's variable)
 """
 
+import importlib
+import importlib.util
 import os
 from contextlib import contextmanager
 
@@ -53,7 +55,7 @@ def _build_just_in_time():
         raise ImportError(
             "flashmma_torch: the compiled extension is not installed and the sources to build it "
             f"are not all there (missing: {missing or [str(include / 'flashmma')]}); build it with "
-            "`pip install --no-build-isolation examples/pytorch` or set FLASHMMA_INCLUDE_DIR"
+            "`python3 -m pip install --no-build-isolation examples/pytorch` or set FLASHMMA_INCLUDE_DIR"
         )
     arch_list = os.environ.get("FLASHMMA_TORCH_ARCH_LIST") or _visible_gpu_arch_list()
     build_dir = os.environ.get("FLASHMMA_TORCH_BUILD_DIR")
@@ -73,9 +75,17 @@ def _build_just_in_time():
 
 
 def load_extension():
-    try:
-        from . import _C  # built ahead of time by setup.py
-
-        return _C
-    except ImportError:
+    """The compiled extension module; importing it registers torch.ops.flashmma.*. Call after
+    `import torch`: the extension links against PyTorch's shared libraries."""
+    name = f"{__package__}._C"
+    if importlib.util.find_spec(name) is None:
         return _build_just_in_time()
+    # Built ahead of time by setup.py: a failure to load it is reported, never papered over.
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        raise ImportError(
+            f"flashmma_torch: the compiled extension {name} is installed but failed to load: {error}. "
+            "If PyTorch changed since it was built, rebuild it with "
+            "`python3 -m pip install --no-build-isolation examples/pytorch`."
+        ) from error
