@@ -11,6 +11,7 @@ import importlib.util
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.errors import CompileError
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
@@ -26,6 +27,19 @@ def _load_build_config():
 
 build = _load_build_config()
 
+
+class BuildExtensionCheckingCompiler(BuildExtension):
+    """PyTorch's BuildExtension, after checking that the host compiler links libstdc++ dynamically
+    (see flashmma_torch/_build.py: otherwise the extension crashes on its first error message)."""
+
+    def build_extensions(self):
+        try:
+            build.check_host_compiler(setuptools_build=True)
+        except build.CompilerError as error:
+            raise CompileError(str(error)) from error
+        super().build_extensions()
+
+
 setup(
     version=build.read_version(),
     packages=["flashmma_torch"],
@@ -40,5 +54,5 @@ setup(
             },
         )
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildExtensionCheckingCompiler},
 )

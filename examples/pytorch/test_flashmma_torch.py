@@ -10,6 +10,7 @@ import inspect
 import math
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -432,3 +433,21 @@ def test_extension_that_fails_to_load_is_reported(monkeypatch):
     with pytest.raises(ImportError, match="installed but failed to load: libc10.so") as raised:
         _extension.load_extension()
     assert isinstance(raised.value.__cause__, ImportError)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_compiler_check(monkeypatch):
+    from flashmma_torch import _build
+
+    monkeypatch.delenv(_build.SKIP_COMPILER_CHECK_VARIABLE, raising=False)
+    # The compiler this run built the extension with links libstdc++ dynamically.
+    assert _build.probe_compiler(_build.linking_compiler())[0] is True
+    # One that links it statically is refused, by name, with the fix.
+    static = f"{shutil.which('g++')} -static-libstdc++"
+    if _build.probe_compiler(static)[0] is not False:
+        pytest.skip("g++ cannot link libstdc++ statically here")
+    monkeypatch.setenv("CXX", static)
+    with pytest.raises(_build.CompilerError, match=r"links libstdc\+\+ statically.*Set CC and CXX"):
+        _build.check_host_compiler()
+    monkeypatch.setenv(_build.SKIP_COMPILER_CHECK_VARIABLE, "1")
+    _build.check_host_compiler()

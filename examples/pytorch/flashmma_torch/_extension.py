@@ -8,6 +8,9 @@ Environment:
   FLASHMMA_TORCH_VERBOSE=1   show the compiler's output
   FLASHMMA_INCLUDE_DIR       flashmma's include/ folder (default: the repository's)
   MAX_JOBS                   parallel compile jobs (PyTorch's variable)
+  CC, CXX                    host compilers (PyTorch's variables); must link libstdc++
+                             dynamically, as the one PyTorch was built with does (checked)
+  FLASHMMA_TORCH_SKIP_COMPILER_CHECK=1   skip that check
 """
 
 import importlib
@@ -57,6 +60,7 @@ def _build_just_in_time():
             f"are not all there (missing: {missing or [str(include / 'flashmma')]}); build it with "
             "`python3 -m pip install --no-build-isolation examples/pytorch` or set FLASHMMA_INCLUDE_DIR"
         )
+    _build.check_host_compiler()
     arch_list = os.environ.get("FLASHMMA_TORCH_ARCH_LIST") or _visible_gpu_arch_list()
     build_dir = os.environ.get("FLASHMMA_TORCH_BUILD_DIR")
     if build_dir:
