@@ -30,7 +30,8 @@
 # statically into shared objects. A PyTorch extension linked that way carries its own copy of the
 # iostream and locale code, and formatting a number into an error message (TORCH_CHECK with an
 # integer) then segfaults against the process's libstdc++. The system compiler is the one that
-# PyTorch itself was built with (GCC 13.3) and links libstdc++ dynamically.
+# PyTorch itself was built with (GCC 13.3) and links libstdc++ dynamically. flashmma_torch's build
+# checks this itself and stops with a message on such a compiler; the pin lets the run go on.
 # shellcheck disable=SC2317  # the step functions are called through step()
 set -u
 
