@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The whole GPU check of a commit, in one go on a machine with a GPU:
+#
+#   bash tests/run_gpu_suite.sh OUTDIR
+#
+# Steps (each logged to OUTDIR/gpu_suite.log; a failed step does not stop the others, and the
+# script exits non-zero at the end if any failed):
+#   build        configure and build everything (CUDA_ARCHS, default 90a) with Ninja if present
+#   ctest        the test suite, GPU tests included
+#   large        the hidden "[.large]" case (tensors of more than 2^31 elements, about 9 GB)
+#   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on basic_forward over a set
+#                of shapes (masks, GQA, ragged lengths, every kernel family) and on custom_tiles
+#   no_arch      examples/basic_forward.cu built by plain `nvcc` without -arch (compute_75 only
+#                under CUDA 13): it must be refused with kUnsupportedDevice, never run
+# Environment: CATCH2_PREFIX (a Catch2 install prefix, else .deps/catch2_*.deb is unpacked),
+# CUDA_ARCHS, WORK_DIR (default /tmp/flashmma-suite), JOBS (default nproc), FLASHMMA_COMMIT (the
+# commit to print, where the tree has no .git).
+set -u
+if [ $# -ne 1 ]; then
+  echo "usage: bash tests/run_gpu_suite.sh OUTDIR" >&2
+  exit 2
+fi
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUTDIR=$(mkdir -p "$1" && cd "$1" && pwd)
+WORK_DIR=${WORK_DIR:-/tmp/flashmma-suite}
+BUILD="$WORK_DIR/build"
+JOBS=${JOBS:-$(nproc)}
+CUDA_ARCHS=${CUDA_ARCHS:-90a}
+LOG="$OUTDIR/gpu_suite.log"
+mkdir -p "$WORK_DIR"
+: > "$LOG"
+failed=()
+summary=()
+
+# step NAME COMMAND...: runs COMMAND, appends its output to the log, records the outcome.
+step() {
+  local name=$1 start status
+  shift
+  start=$(date +%s)
+  echo "=== $name: $*" >> "$LOG"
+  ("$@") >> "$LOG" 2>&1
+  status=$?
+  summary+=("$(printf '%-10s %-4s %4ss' "$name" "$([ $status -eq 0 ] && echo ok || echo FAIL)" \
+                 "$(( $(date +%s) - start ))")")
+  [ $status -eq 0 ] || failed+=("$name")
+}
+
+catch2_prefix() {
+  if [ -n "${CATCH2_PREFIX:-}" ]; then echo "$CATCH2_PREFIX"; return; fi
+  local deb
+  deb=$(ls "$REPO"/.deps/catch2_*.deb 2>/dev/null | head -n 1)
+  if [ -n "$deb" ]; then
+    dpkg -x "$deb" "$WORK_DIR/catch2" && echo "$WORK_DIR/catch2/usr"
+  fi
+}
+
+build() {
+  local generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_PREFIX_PATH="$(catch2_prefix)" &&
+    cmake --build "$BUILD" -j "$JOBS"
+}
+
+run_ctest() {
+  ctest --test-dir "$BUILD" --output-on-failure -j 4 | tee "$OUTDIR/ctest.log"
+  local status=${PIPESTATUS[0]}
+  grep -E "tests passed|tests failed" "$OUTDIR/ctest.log" | tail -n 1 > "$WORK_DIR/ctest-line"
+  return "$status"
+}
+
+large() { "$BUILD/tests/test_forward_api" "[.large]"; }
+
+# One sanitizer tool over the shapes; every run must report 0 errors and pass its check.
+sanitize() {
+  local tool=$1 shapes=(
+    "--seqlen 200 --head-dim 64"
+    "--seqlen 257 --seqlen-k 130 --head-dim 128 --causal --dtype bf16"
+    "--seqlen 130 --seqlen-k 257 --head-dim 128 --heads 8 --heads-kv 2"
+    "--seqlen 300 --head-dim 256 --causal"
+    "--seqlen 77 --head-dim 40 --dtype bf16"
+    "--seqlen 192 --head-dim 192 --causal --dtype bf16"
+    "--seqlen 129 --head-dim 96 --heads 4 --heads-kv 1"
+    "--seqlen 256 --head-dim 128 --dtype bf16"
+  ) shape status=0
+  for shape in "${shapes[@]}"; do
+    # shellcheck disable=SC2086  # the shape is a list of options
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/examples/basic_forward" \
+      --batch 1 $shape > "$WORK_DIR/sanitizer.out" 2>&1 || status=1
+    tail -n 3 "$WORK_DIR/sanitizer.out"
+  done
+  compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/examples/custom_tiles" \
+    > "$WORK_DIR/sanitizer.out" 2>&1 || status=1
+  tail -n 3 "$WORK_DIR/sanitizer.out"
+  return $status
+}
+
+# The build mistake of a user who forgets -arch: it must compile, and be refused at run time.
+no_arch() {
+  nvcc -std=c++17 -I"$REPO/include" "$REPO/examples/basic_forward.cu" -o "$WORK_DIR/no_arch" &&
+    { "$WORK_DIR/no_arch" > "$WORK_DIR/no_arch.out" 2>&1; echo "exit status $?" >> "$WORK_DIR/no_arch.out"; } &&
+    cat "$WORK_DIR/no_arch.out" &&
+    grep -q "compute_75" "$WORK_DIR/no_arch.out" && grep -q "exit status 1" "$WORK_DIR/no_arch.out"
+}
+
+step build build
+step ctest run_ctest
+step large large
+for tool in memcheck racecheck synccheck; do step "$tool" sanitize "$tool"; done
+step no_arch no_arch
+
+{
+  echo "commit ${FLASHMMA_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+  printf '%s\n' "${summary[@]}"
+  cat "$WORK_DIR/ctest-line" 2>/dev/null
+} | tee "$OUTDIR/summary.txt"
+[ ${#failed[@]} -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
