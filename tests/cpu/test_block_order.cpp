@@ -2,7 +2,7 @@
 // The causal block order (kernels/block_order.cuh): every block of the grid computes a different
 // (query tile, head, batch), each group of (head, batch) pairs is walked heaviest tile first, and
 // the groups are as even as they can be and as few as keep their K/V within the L2 share.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <flashmma/kernels/block_order.cuh>
 

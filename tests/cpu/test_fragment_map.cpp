@@ -4,7 +4,7 @@
 // delivers. The ISA numbers fragment elements a0..a7, b0..b3, c0..c3 across a thread's
 // registers, two 16-bit elements per A/B register; the functions below transcribe its tables
 // element by element.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <flashmma/traits/fragment_map.hpp>
 

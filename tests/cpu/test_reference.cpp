@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "flashmma/params.hpp"
 #include "flashmma/traits/default_configs.hpp"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The shared-memory tile layouts: every element has its own place, 16-byte chunks stay whole,
 // and the 8 rows one ldmatrix matrix reads fall in 8 different bank slots.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <flashmma/traits/smem_layout.hpp>
 

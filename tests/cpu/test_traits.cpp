@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // TileConfig's derived constants, the default configurations and the head-dim dispatch rule.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <flashmma/traits/default_configs.hpp>
 #include <flashmma/traits/tile_config.hpp>

@@ -2,7 +2,7 @@
 // Every error of validate_params, validate_for_kernel and validate_for_device: each case starts
 // from a valid call, breaks one thing, and checks the code and that the message names it.
 // Validation never dereferences the pointers, so fake addresses stand in for device memory.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <flashmma/params.hpp>
 #include <flashmma/status.hpp>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "flashmma/flashmma.cuh"
 #include "support/attention_case.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // forward<Config> for every default bf16 config, over the case matrix and routed head dims.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "support/forward_case.cuh"
 #include "support/test_configs.hpp"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // forward<Config> for the custom tile shapes of test_configs.hpp, over the case matrix and
 // routed head dims.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "support/forward_case.cuh"
 #include "support/test_configs.hpp"

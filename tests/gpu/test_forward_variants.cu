@@ -2,7 +2,7 @@
 // forward<Config> for the causal and compact defaults that differ from the general ones (fp16
 // and bf16), over the case matrix and routed head dims; and forward() itself choosing among a
 // head dim's defaults on this device.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <vector>
 

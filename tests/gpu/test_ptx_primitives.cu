@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "flashmma/ptx.cuh"
 #include "flashmma/traits/fragment_map.hpp"

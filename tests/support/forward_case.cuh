@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "flashmma/forward.cuh"
 #include "flashmma/params.hpp"

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "flashmma/params.hpp"
 #include "support/reference.hpp"
