@@ -6,8 +6,8 @@
 // flashmma::kernels compiled once. Without the definition this header declares nothing, and
 // flashmma stays header-only.
 //
-// This list is the library's list too: src/CMakeLists.txt generates one translation unit per
-// line, so that a head dim added here is compiled there.
+// This list is the library's list too: src/CMakeLists.txt reads it to generate the library's
+// translation units (one per head dim), so that an instance added here is compiled there.
 #pragma once
 
 #include "flashmma/forward.cuh"
