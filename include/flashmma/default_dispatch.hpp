@@ -6,8 +6,9 @@
 //   std::string kernel;
 //   if (flashmma::Status s = flashmma::describe_default_kernel(params, device, kernel); s)
 //     std::printf("%s\n", kernel.c_str());
-//   // forward_kernel<TileConfig<fp16, HeadDim 128, BlockM 256, BlockN 64, 8 warps, 2 stages,
-//   //                XOR swizzle, 1 block/SM, rescale before exp, sm_80>, no mask>
+//   // sm80::ForwardKernel<TileConfig<fp16, HeadDim 128, BlockM 256, BlockN 64, 8 warps,
+//   //   2 stages, XOR swizzle, 1 block/SM, rescale before exp, sm_80>, FullAttention,
+//   //   PlainScheduler>
 #pragma once
 
 #include <cstddef>
@@ -72,8 +73,8 @@ std::string describe_config() {
   return os.str();
 }
 
-// The kernel forward(params) would launch on `device`, as "forward_kernel<TileConfig<...>,
-// causal>"; an invalid `params` gets validate_params()'s error instead.
+// The kernel forward(params) would launch on `device`, as "sm80::ForwardKernel<TileConfig<...>,
+// policy, scheduler>"; an invalid `params` gets validate_params()'s error instead.
 [[nodiscard]] inline Status describe_default_kernel(const ForwardParams& params,
                                                     const DeviceInfo& device,
                                                     std::string& description) {
@@ -92,7 +93,8 @@ std::string describe_config() {
   };
   description = params.dtype == ScalarType::kFloat16 ? describe(__half{})
                                                      : describe(__nv_bfloat16{});
-  description = "forward_kernel<" + description + (causal ? ", causal>" : ", no mask>");
+  description = "sm80::ForwardKernel<" + description +
+                (causal ? ", CausalMask, HeaviestFirstScheduler>" : ", FullAttention, PlainScheduler>");
   return Status::success();
 }
 

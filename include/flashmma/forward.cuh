@@ -18,11 +18,18 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
 #include "flashmma/kernel_image.hpp"
-#include "flashmma/kernels/forward_kernel.cuh"
+#include "flashmma/attention/builtin_policies.hpp"
+#include "flashmma/attention/forward_args.hpp"
+#include "flashmma/attention/online_softmax.cuh"
+#include "flashmma/attention/scheduler.hpp"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/launch.cuh"
+#include "flashmma/sm80/forward_kernel.cuh"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
@@ -30,14 +37,24 @@
 #include "flashmma/validate.hpp"
 
 namespace flashmma {
+
+// The block order a policy's grid wants: heaviest query tile first where masks make the work of
+// a query tile grow with its index, the plain order where every tile does the same work.
+template <class Policy>
+using SchedulerFor =
+    std::conditional_t<Policy::kMasks, HeaviestFirstScheduler, PlainScheduler>;
+
+// The forward kernel type forward<Config> runs for one score policy (for cudaFuncGetAttributes
+// and profilers: its __global__ function is kernel_entry<ForwardKernelFor<Config, Policy>>).
+template <class Config, class Policy>
+using ForwardKernelFor = sm80::ForwardKernel<Config, Policy, SchedulerFor<Policy>>;
+
 namespace detail {
 
 // The kernel-side view of params: typed pointers, folded constants.
-template <class Config>
-ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardParams& p,
-                                                                  const DeviceInfo& device) {
-  using Element = typename Config::element_type;
-  ForwardKernelArgs<Element> args;
+template <class Element>
+ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
+  ForwardArgs<Element> args;
   args.q = static_cast<const Element*>(p.q);
   args.k = static_cast<const Element*>(p.k);
   args.v = static_cast<const Element*>(p.v);
@@ -57,40 +74,48 @@ ForwardKernelArgs<typename Config::element_type> make_kernel_args(const ForwardP
                           : p.softmax_scale;
   args.softmax_scale = scale;
   args.softmax_scale_log2 = scale * kLog2e;
-  args.causal_groups =
-      causal_group_count(p.heads_q * p.batch, p.seqlen_k, p.head_dim, args.group_size,
-                         static_cast<int64_t>(sizeof(Element)), Config::kBlockM,
-                         static_cast<int64_t>(device.l2_cache_bytes));
   return args;
 }
 
-// The rest of forward<Config> once the call has passed validate_params and validate_for_kernel
-// and the device is known: the device check, then the launch. forward_default_config comes here
-// with the DeviceInfo it queried to pick the config, so the device is queried once per call.
+// What the schedulers size their grids and groups from.
+template <class Config>
+SchedulerInputs scheduler_inputs(const ForwardParams& p, const DeviceInfo& device) {
+  SchedulerInputs in;
+  in.m_blocks = (p.seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
+  in.heads = p.heads_q;
+  in.batch = p.batch;
+  in.seqlen_k = p.seqlen_k;
+  in.head_dim = p.head_dim;
+  in.group_size = p.heads_q / p.heads_kv;
+  in.element_bytes = static_cast<int64_t>(sizeof(typename Config::element_type));
+  in.block_m = Config::kBlockM;
+  in.l2_bytes = static_cast<int64_t>(device.l2_cache_bytes);
+  return in;
+}
+
+// Launches the kernel of Config and Policy once the call has been validated and the device is
+// known (forward_default_config comes here with the DeviceInfo it queried to pick the config, so
+// the device is queried once per call).
+template <class Config, class Policy>
+Status launch_forward(const ForwardParams& params, const Policy& policy, const DeviceInfo& device,
+                      cudaStream_t stream) {
+  using Kernel = ForwardKernelFor<Config, Policy>;
+  using Scheduler = SchedulerFor<Policy>;
+  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
+  const SchedulerInputs in = scheduler_inputs<Config>(params, device);
+  typename Kernel::Params kernel_params{
+      make_forward_args<typename Config::element_type>(params), policy,
+      Scheduler::make_params(in)};
+  return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+}
+
+// The built-in mask of params.mask as a score policy.
 template <class Config>
 Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cudaStream_t stream) {
-  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
-
-  const bool causal = params.mask == MaskKind::kCausal;
-  const auto kernel = causal ? forward_kernel<Config, true> : forward_kernel<Config, false>;
-  // A build without code for the config's architecture must not launch a compiled-out body.
-  if (Status s = check_kernel_image(reinterpret_cast<const void*>(kernel),
-                                    Config::arch_tag::kMinComputeCapability, "forward_kernel");
-      !s)
-    return s;
-  if (Status s = cuda_status(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(Config::kSmemBytes)),
-          "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-      !s)
-    return s;
-
-  const ForwardKernelArgs<typename Config::element_type> args =
-      make_kernel_args<Config>(params, device);
-  const dim3 grid(static_cast<unsigned>((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM),
-                  static_cast<unsigned>(params.heads_q), static_cast<unsigned>(params.batch));
-  kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(args);
-  return cuda_status(cudaGetLastError(), "launching forward_kernel");
+  if (params.mask == MaskKind::kCausal) {
+    return launch_forward<Config>(params, CausalMask{}, device, stream);
+  }
+  return launch_forward<Config>(params, FullAttention{}, device, stream);
 }
 
 }  // namespace detail
@@ -103,6 +128,26 @@ template <class Config>
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
   return detail::launch_forward<Config>(params, device, stream);
+}
+
+// Runs Config's kernel with your own score policy (attention/score_policy.hpp): exactly one
+// kernel is compiled. params.mask must be MaskKind::kNone: a policy that wants the causal mask
+// says so itself (Combined<MyPolicy, CausalMask>).
+template <class Config, class Policy>
+[[nodiscard]] Status forward(const ForwardParams& params, const Policy& policy,
+                             cudaStream_t stream = nullptr) {
+  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  static_assert(check_score_policy<Policy>(), "");
+  if (Status s = validate_params(params); !s) return s;
+  if (params.mask != MaskKind::kNone) {
+    return detail::invalid(
+        "mask must be MaskKind::kNone when a score policy is given; put the causal mask in "
+        "the policy instead (flashmma::Combined<YourPolicy, flashmma::CausalMask>)");
+  }
+  if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return detail::launch_forward<Config>(params, policy, device, stream);
 }
 
 // Runs the default of one kernel head dim (traits/default_configs.hpp): the general config, the

@@ -104,11 +104,12 @@ TEST_CASE("a build without sm_80 code is refused by the default dispatch", "[arc
 // hand, past the host check, must fail the launch instead of returning with O unwritten.
 TEST_CASE("a kernel compiled out for compute_75 traps when launched by hand", "[.trap]") {
   Problem problem;
-  const auto args = flashmma::detail::make_kernel_args<Config>(problem.params, flashmma::DeviceInfo{});
-  REQUIRE(cudaFuncSetAttribute(flashmma::forward_kernel<Config, false>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(Config::kSmemBytes)) == cudaSuccess);
-  flashmma::forward_kernel<Config, false><<<1, Config::kThreads, Config::kSmemBytes>>>(args);
+  using Kernel = flashmma::ForwardKernelFor<Config, flashmma::FullAttention>;
+  const Kernel::Params params{flashmma::detail::make_forward_args<__half>(problem.params), {}, {}};
+  const auto entry = flashmma::kernel_entry<Kernel>;
+  REQUIRE(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(Kernel::kSmemBytes)) == cudaSuccess);
+  entry<<<1, Kernel::kThreads, Kernel::kSmemBytes>>>(params);
   const cudaError_t launched = cudaGetLastError();
   const cudaError_t finished = cudaDeviceSynchronize();
   INFO("launch: " << cudaGetErrorName(launched) << ", synchronize: "

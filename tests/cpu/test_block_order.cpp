@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The causal block order (kernels/block_order.cuh): every block of the grid computes a different
+// The causal block order (attention/scheduler.hpp): every block of the grid computes a different
 // (query tile, head, batch), each group of (head, batch) pairs is walked heaviest tile first, and
 // the groups are as even as they can be and as few as keep their K/V within the L2 share.
 #include "support/catch.hpp"
 
-#include <flashmma/kernels/block_order.cuh>
+#include <flashmma/attention/scheduler.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace {
 
-using flashmma::detail::BlockCoord;
+using flashmma::WorkTile;
 using flashmma::detail::causal_block_coord;
 using flashmma::detail::causal_group_count;
 
@@ -27,8 +27,8 @@ struct Grid {
   int64_t batch;
 };
 
-std::vector<BlockCoord> walk(const Grid& grid, int64_t groups) {
-  std::vector<BlockCoord> order;
+std::vector<WorkTile> walk(const Grid& grid, int64_t groups) {
+  std::vector<WorkTile> order;
   const int64_t blocks = grid.m_blocks * grid.heads * grid.batch;
   for (int64_t linear = 0; linear < blocks; ++linear) {
     order.push_back(causal_block_coord(linear, grid.m_blocks, grid.heads, grid.batch, groups));
@@ -36,7 +36,7 @@ std::vector<BlockCoord> walk(const Grid& grid, int64_t groups) {
   return order;
 }
 
-int64_t pair_of(const BlockCoord& c, const Grid& grid) { return c.batch * grid.heads + c.head; }
+int64_t pair_of(const WorkTile& c, const Grid& grid) { return c.batch * grid.heads + c.head; }
 
 }  // namespace
 
@@ -48,7 +48,7 @@ TEST_CASE("causal_block_coord visits every block of the grid once", "[block_orde
         for (int64_t groups = 1; groups <= heads * batch; ++groups) {
           CAPTURE(m_blocks, heads, batch, groups);
           std::set<std::tuple<unsigned, unsigned, unsigned>> seen;
-          for (const BlockCoord& c : walk(grid, groups)) {
+          for (const WorkTile& c : walk(grid, groups)) {
             REQUIRE(c.m_block < m_blocks);
             REQUIRE(c.head < heads);
             REQUIRE(c.batch < batch);
@@ -65,7 +65,7 @@ TEST_CASE("causal_block_coord walks each group heaviest query tile first", "[blo
   const Grid grid{8, 6, 3};  // 18 pairs
   for (int64_t groups : {1, 4, 5, 18}) {
     CAPTURE(groups);
-    const std::vector<BlockCoord> order = walk(grid, groups);
+    const std::vector<WorkTile> order = walk(grid, groups);
     // Pairs of one group are consecutive and the group sizes differ by at most one.
     std::vector<int64_t> group_sizes;
     std::set<int64_t> group_pairs;
@@ -79,7 +79,7 @@ TEST_CASE("causal_block_coord walks each group heaviest query tile first", "[blo
       const int64_t first = pair_of(order[i], grid);
       for (int64_t level = 0; level < grid.m_blocks; ++level) {
         for (int64_t p = 0; p < size; ++p) {
-          const BlockCoord& c = order[i + level * size + p];
+          const WorkTile& c = order[i + level * size + p];
           CHECK(c.m_block == grid.m_blocks - 1 - level);
           CHECK(pair_of(c, grid) == first + p);
         }

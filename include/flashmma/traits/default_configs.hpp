@@ -44,7 +44,7 @@ inline constexpr std::size_t kCompactSmemBytes = 99 * 1024;
 // block, every compact one the 99 KB of sm_86 / sm_89.
 // Head dims that are multiples of 64 use the XOR swizzle, the others padded rows. All rescale O
 // before the exponentials except the 4-warp d = 128 and the compact d = 224 configs. The causal
-// grid takes its blocks heaviest first (kernels/block_order.cuh).
+// grid takes its blocks heaviest first (attention/scheduler.hpp).
 template <class Element, int HeadDim>
 struct DefaultConfig;
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the forward kernel reads: the params with typed pointers and the scale folded
-// (filled by make_kernel_args() in forward.cuh).
+// What every forward kernel reads of the call, whatever its architecture: the params with typed
+// pointers and the softmax scale folded (filled on the host by detail::make_forward_args in
+// forward.cuh). Kernels read it through SequenceInfo (sequence_info.hpp), never field by field.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 namespace flashmma {
 
 template <class Element>
-struct ForwardKernelArgs {
+struct ForwardArgs {
   const Element* q;
   const Element* k;
   const Element* v;
@@ -20,14 +21,13 @@ struct ForwardKernelArgs {
   int64_t seqlen_k;
   int64_t heads_q;
   int64_t group_size;  // heads_q / heads_kv
-  int head_dim;        // runtime head dim, <= Config::kHeadDim
+  int head_dim;        // runtime head dim, <= the kernel's compile-time head dim
   TensorStrides q_strides;
   TensorStrides k_strides;
   TensorStrides v_strides;
   TensorStrides o_strides;
   float softmax_scale;
   float softmax_scale_log2;  // softmax_scale * log2(e)
-  int64_t causal_groups;  // (head, batch) pair groups of the causal block order (block_order.cuh)
 };
 
 }  // namespace flashmma

@@ -6,28 +6,28 @@
 
 #include <cstdint>
 
-#include "flashmma/kernels/kernel_args.cuh"
-#include "flashmma/kernels/online_softmax.cuh"
-#include "flashmma/kernels/tile_io.cuh"
-#include "flashmma/kernels/warp_attention.cuh"
-#include "flashmma/kernels/warp_mma.cuh"
+#include "flashmma/attention/online_softmax.cuh"
+#include "flashmma/attention/sequence_info.hpp"
+#include "flashmma/sm80/tile_io.cuh"
+#include "flashmma/sm80/warp_attention.cuh"
+#include "flashmma/sm80/warp_mma.cuh"
 #include "flashmma/macros.hpp"
 #include "flashmma/traits/fragment_map.hpp"
 
 namespace flashmma {
-namespace detail {
+namespace sm80 {
 
 // `staging` is the block's Q tile; the caller has made sure no copy into it is still in flight.
-// `o_head` and `lse_head` point at row 0 of the block's (batch, head); lse_head may be null.
-template <class Config, class Element>
-FLASHMMA_DEVICE void write_output(WarpAttention<Config>& warp, Element* staging,
-                                  const ForwardKernelArgs<Element>& args, Element* o_head,
-                                  float* lse_head) {
+// `head_dim` is the runtime head dim: columns past it are not written.
+template <class Warp, class Element>
+FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const SequenceInfo<Element>& seq,
+                                  int head_dim) {
+  using Config = typename Warp::Config;
   const int lane = warp.lane;
   float lse[Config::kRowTiles][kRowsPerThread];
 #pragma unroll
   for (int rt = 0; rt < Config::kRowTiles; ++rt) {
-    warp.row_stats[rt].finalize(warp.output[rt], args.softmax_scale, lse[rt]);
+    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt]);
   }
 
   __syncwarp();  // the warp's last reads of its Q rows are done before they are overwritten
@@ -47,20 +47,20 @@ FLASHMMA_DEVICE void write_output(WarpAttention<Config>& warp, Element* staging,
   }
   __syncwarp();
 
-  const int64_t first_row = warp.first_query + warp.warp_first_row;
-  store_warp_rows<Config>(staging, warp.warp_first_row, o_head, args.o_strides.row, first_row,
-                          args.seqlen_q, args.head_dim);
-  if (lse_head != nullptr && fragment::lane_in_quad(lane) == 0) {
+  const int64_t first_row = warp.origin.query;
+  store_warp_rows<Config>(staging, warp.warp_first_row, seq.o, seq.o_row_stride, first_row,
+                          seq.lengths.seqlen_q, head_dim);
+  if (seq.lse != nullptr && fragment::lane_in_quad(lane) == 0) {
 #pragma unroll
     for (int rt = 0; rt < Config::kRowTiles; ++rt) {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r) {
         const int64_t row = first_row + rt * kMmaM + fragment::lane_group(lane) + 8 * r;
-        if (row < args.seqlen_q) lse_head[row] = lse[rt][r];
+        if (row < seq.lengths.seqlen_q) seq.lse[row] = lse[rt][r];
       }
     }
   }
 }
 
-}  // namespace detail
+}  // namespace sm80
 }  // namespace flashmma

@@ -11,7 +11,7 @@
 #include "flashmma/traits/smem_layout.hpp"
 
 namespace flashmma {
-namespace detail {
+namespace sm80 {
 
 // Block-wide copy of [Rows, HeadDim] tiles of a [seqlen, head_dim] matrix into shared memory.
 //
@@ -114,5 +114,5 @@ FLASHMMA_DEVICE void store_warp_rows(const Element* smem_tile, int first_tile_ro
   }
 }
 
-}  // namespace detail
+}  // namespace sm80
 }  // namespace flashmma

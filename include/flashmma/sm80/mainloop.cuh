@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The main loop over K/V tiles: when copies are issued, when the block waits and synchronizes,
-// and in which order a warp's steps (warp_attention.cuh) run. Three schedules, chosen by Stages:
+// The main loop over the K/V tiles of a query tile's key range (attention/key_range.hpp): when
+// copies are issued, when the block waits and synchronizes, and in which order a warp's steps
+// (warp_attention.cuh) run. Three schedules, chosen by Stages:
 //
 //  Stages == 1, "split" (one K and one V buffer, two barriers per tile):
 //      wait K_j, barrier  -> issue V_j; S = Q K_j^T
@@ -23,16 +24,16 @@
 // oldest group): the first wait for K/V also waits for Q.
 #pragma once
 
-#include "flashmma/kernels/kv_stream.cuh"
-#include "flashmma/kernels/warp_attention.cuh"
+#include "flashmma/sm80/kv_stream.cuh"
+#include "flashmma/sm80/warp_attention.cuh"
 #include "flashmma/macros.hpp"
 #include "flashmma/ptx/cp_async.cuh"
 
 namespace flashmma {
-namespace detail {
+namespace sm80 {
 
-template <class Config>
-FLASHMMA_DEVICE void mainloop_split(const KVStream<Config>& kv, WarpAttention<Config>& warp) {
+template <class Config, class Warp>
+FLASHMMA_DEVICE void mainloop_split(const KVStream<Config>& kv, Warp& warp) {
   kv.issue_k(0);
   ptx::cp_async_commit();
   for (int tile = 0; tile < kv.num_tiles(); ++tile) {
@@ -47,7 +48,7 @@ FLASHMMA_DEVICE void mainloop_split(const KVStream<Config>& kv, WarpAttention<Co
     __syncthreads();  // V_j visible; every warp is done with K_j
     kv.issue_k(tile + 1);
     ptx::cp_async_commit();
-    warp.softmax(s, tile);
+    warp.softmax(s, kv.first_key(tile));
     warp.accumulate(s, kv.v_tile(tile));
   }
 }
@@ -60,8 +61,8 @@ FLASHMMA_DEVICE void issue_kv(const KVStream<Config>& kv, int tile) {
   ptx::cp_async_commit();
 }
 
-template <class Config>
-FLASHMMA_DEVICE void mainloop_ring(const KVStream<Config>& kv, WarpAttention<Config>& warp) {
+template <class Config, class Warp>
+FLASHMMA_DEVICE void mainloop_ring(const KVStream<Config>& kv, Warp& warp) {
   static_assert(Config::kStages == 2, "the ring schedule keeps exactly one tile in flight");
   issue_kv(kv, 0);
   for (int tile = 0; tile < kv.num_tiles(); ++tile) {
@@ -71,14 +72,13 @@ FLASHMMA_DEVICE void mainloop_ring(const KVStream<Config>& kv, WarpAttention<Con
     if (tile == 0) warp.load_q();
     ScoreFragments<Config> s;
     warp.scores(s, kv.k_tile(tile));
-    warp.softmax(s, tile);
+    warp.softmax(s, kv.first_key(tile));
     warp.accumulate(s, kv.v_tile(tile));
   }
 }
 
-template <class Config>
-FLASHMMA_DEVICE void mainloop_overlapped(const KVStream<Config>& kv,
-                                         WarpAttention<Config>& warp) {
+template <class Config, class Warp>
+FLASHMMA_DEVICE void mainloop_overlapped(const KVStream<Config>& kv, Warp& warp) {
   constexpr int kAhead = Config::kStages - 1;  // tiles in flight beyond the current one
 #pragma unroll
   for (int tile = 0; tile < kAhead; ++tile) issue_kv(kv, tile);
@@ -95,7 +95,7 @@ FLASHMMA_DEVICE void mainloop_overlapped(const KVStream<Config>& kv,
     issue_kv(kv, tile + kAhead);
     ScoreFragments<Config> next;
     if (tile + 1 < kv.num_tiles()) warp.scores(next, kv.k_tile(tile + 1));
-    warp.softmax(s, tile);
+    warp.softmax(s, kv.first_key(tile));
     warp.accumulate(s, kv.v_tile(tile));
 #pragma unroll
     for (int rt = 0; rt < Config::kRowTiles; ++rt) {
@@ -108,8 +108,8 @@ FLASHMMA_DEVICE void mainloop_overlapped(const KVStream<Config>& kv,
   }
 }
 
-template <class Config>
-FLASHMMA_DEVICE void mainloop(const KVStream<Config>& kv, WarpAttention<Config>& warp) {
+template <class Config, class Warp>
+FLASHMMA_DEVICE void mainloop(const KVStream<Config>& kv, Warp& warp) {
   if constexpr (Config::kStages == 1) {
     mainloop_split(kv, warp);
   } else if constexpr (Config::kStages == 2) {
@@ -119,5 +119,5 @@ FLASHMMA_DEVICE void mainloop(const KVStream<Config>& kv, WarpAttention<Config>&
   }
 }
 
-}  // namespace detail
+}  // namespace sm80
 }  // namespace flashmma

@@ -20,7 +20,6 @@
 #include "flashmma/ptx/shuffle.cuh"
 
 namespace flashmma {
-namespace detail {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
@@ -117,5 +116,4 @@ struct OnlineSoftmax {
   }
 };
 
-}  // namespace detail
 }  // namespace flashmma

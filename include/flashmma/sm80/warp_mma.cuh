@@ -20,7 +20,7 @@
 #include "flashmma/traits/tile_config.hpp"
 
 namespace flashmma {
-namespace detail {
+namespace sm80 {
 
 // Accumulators of a warp: one set of C fragments per m16 row tile.
 template <class Config>
@@ -165,5 +165,5 @@ FLASHMMA_DEVICE void accumulate_output(OutputFragments<Config>& output,
   }
 }
 
-}  // namespace detail
+}  // namespace sm80
 }  // namespace flashmma

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+// The built-in score policies, with FlashAttention-2's semantics, and their composition.
+//
+//   FullAttention             every key, scores unchanged
+//   CausalMask                query i sees keys j <= i + d, d = seqlen_k - seqlen_q: the window
+//                             {-1, 0} with its bounds known at compile time
+//   SlidingWindow{l, r}       query i sees keys [i + d - l, i + d + r], d = seqlen_k - seqlen_q;
+//                             -1 leaves a side unbounded: causal is {-1, 0}, none is {-1, -1}
+//   AlibiBias{slopes, stride} adds -slope(b, h) * |i + d - j| to the scaled score
+//   Softcap{cap}              cap * tanh(score / cap), on the scaled score
+//   Combined<A, B>            visible where both are; B's transform applied after A's
+//
+// FlashAttention-2 applies the softcap to the scaled score, then the ALiBi bias, then the mask:
+// Combined<Softcap, Combined<AlibiBias, SlidingWindow>> is that order.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "flashmma/attention/index_range.hpp"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/macros.hpp"
+
+namespace flashmma {
+
+using FullAttention = ScorePolicyBase;
+
+struct SlidingWindow : ScorePolicyBase {
+  static constexpr bool kMasks = true;
+
+  int64_t left = -1;   // keys before the diagonal a query sees; -1: all of them
+  int64_t right = -1;  // keys after the diagonal a query sees; -1: all of them
+
+  static constexpr SlidingWindow causal() { return SlidingWindow{{}, -1, 0}; }
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
+    const int64_t offset = c.key - (c.query + lengths.diagonal());  // key minus diagonal key
+    return (left < 0 || offset >= -left) && (right < 0 || offset <= right);
+  }
+
+  FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,
+                                            const SequenceLengths& lengths) const {
+    const int64_t d = lengths.diagonal();
+    return {left < 0 ? 0 : queries.begin + d - left,
+            right < 0 ? lengths.seqlen_k : queries.end - 1 + d + right + 1};
+  }
+
+  FLASHMMA_HOST_DEVICE IndexRange query_range(const IndexRange& keys,
+                                              const SequenceLengths& lengths) const {
+    const int64_t d = lengths.diagonal();
+    // Query i sees key j iff j - left <= i + d <= j + right.
+    return {right < 0 ? 0 : keys.begin - d - right,
+            left < 0 ? lengths.seqlen_q : keys.end - 1 - d + left + 1};
+  }
+
+  FLASHMMA_HOST_DEVICE bool all_visible(const IndexRange& queries, const IndexRange& keys,
+                                        const SequenceLengths& lengths) const {
+    const int64_t d = lengths.diagonal();
+    // The last query's left bound and the first query's right bound are the tightest.
+    return (left < 0 || keys.begin >= queries.end - 1 + d - left) &&
+           (right < 0 || keys.end - 1 <= queries.begin + d + right);
+  }
+};
+
+struct CausalMask : ScorePolicyBase {
+  static constexpr bool kMasks = true;
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
+    return c.key <= c.query + lengths.diagonal();
+  }
+  FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,
+                                            const SequenceLengths& lengths) const {
+    return {0, queries.end - 1 + lengths.diagonal() + 1};
+  }
+  FLASHMMA_HOST_DEVICE IndexRange query_range(const IndexRange& keys,
+                                              const SequenceLengths& lengths) const {
+    return {keys.begin - lengths.diagonal(), lengths.seqlen_q};
+  }
+  FLASHMMA_HOST_DEVICE bool all_visible(const IndexRange& queries, const IndexRange& keys,
+                                        const SequenceLengths& lengths) const {
+    return keys.end - 1 <= queries.begin + lengths.diagonal();
+  }
+};
+
+struct AlibiBias : ScorePolicyBase {
+  static constexpr bool kTransformsScores = true;
+
+  const float* slopes = nullptr;  // fp32 device pointer: slope of (b, h) at slopes[b * batch_stride + h]
+  int64_t batch_stride = 0;       // 0: one slope per head, shared by the batch
+
+  FLASHMMA_HOST_DEVICE float slope(int64_t batch, int64_t head) const {
+    return slopes[batch * batch_stride + head];
+  }
+
+  FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
+                                       const SequenceLengths& lengths) const {
+    const int64_t distance = c.query + lengths.diagonal() - c.key;
+    const float magnitude = static_cast<float>(distance < 0 ? -distance : distance);
+    return fmaf(-slope(c.batch, c.head), magnitude, scaled_score);
+  }
+};
+
+struct Softcap : ScorePolicyBase {
+  static constexpr bool kTransformsScores = true;
+
+  float cap = 0.f;          // > 0
+  float inverse_cap = 0.f;  // 1 / cap
+
+  static Softcap with_cap(float cap) { return Softcap{{}, cap, 1.f / cap}; }
+
+  FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord&,
+                                       const SequenceLengths&) const {
+    return cap * tanhf(scaled_score * inverse_cap);
+  }
+};
+
+template <class First, class Second>
+struct Combined : ScorePolicyBase {
+  static constexpr bool kMasks = First::kMasks || Second::kMasks;
+  static constexpr bool kTransformsScores = First::kTransformsScores || Second::kTransformsScores;
+
+  First first;
+  Second second;
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
+    return policy_visible(first, c, lengths) && policy_visible(second, c, lengths);
+  }
+
+  FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
+                                       const SequenceLengths& lengths) const {
+    float score = scaled_score;
+    if constexpr (First::kTransformsScores) score = first.transform(score, c, lengths);
+    if constexpr (Second::kTransformsScores) score = second.transform(score, c, lengths);
+    return score;
+  }
+
+  FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,
+                                            const SequenceLengths& lengths) const {
+    return policy_key_range(first, queries, lengths)
+        .intersect(policy_key_range(second, queries, lengths));
+  }
+
+  FLASHMMA_HOST_DEVICE IndexRange query_range(const IndexRange& keys,
+                                              const SequenceLengths& lengths) const {
+    return policy_query_range(first, keys, lengths)
+        .intersect(policy_query_range(second, keys, lengths));
+  }
+
+  FLASHMMA_HOST_DEVICE bool all_visible(const IndexRange& queries, const IndexRange& keys,
+                                        const SequenceLengths& lengths) const {
+    return policy_all_visible(first, queries, keys, lengths) &&
+           policy_all_visible(second, queries, keys, lengths);
+  }
+};
+
+}  // namespace flashmma

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The K/V tiles a query tile visits, from the score policy's key range: main loops iterate
+// [first, first + count) instead of every tile, so that tiles a mask hides are never loaded. The
+// same for the backward's query tiles of a key tile (query_tiles).
+//
+// Within the range, a tile needs the per-element mask when it runs past the end of the keys or
+// when the policy hides some pair of it; the others (the interior of a causal triangle or of a
+// window's band) skip that work. The decision is per tile and warp-uniform.
+#pragma once
+
+#include <cstdint>
+
+#include "flashmma/attention/index_range.hpp"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/macros.hpp"
+
+namespace flashmma {
+
+struct TileRange {
+  int64_t first = 0;  // absolute index of the first tile
+  int count = 0;      // 0: nothing to visit
+
+  FLASHMMA_HOST_DEVICE int64_t absolute(int tile) const { return first + tile; }
+};
+
+// The key tiles of `block_n` keys that hold every key some query of `queries` may see.
+template <class Policy>
+FLASHMMA_HOST_DEVICE TileRange key_tiles(const Policy& policy, const SequenceLengths& lengths,
+                                         const IndexRange& queries, int64_t block_n) {
+  const IndexRange tiles = covering_tiles(policy_key_range(policy, queries, lengths), block_n);
+  return {tiles.begin, static_cast<int>(tiles.size())};
+}
+
+// The query tiles of `block_m` queries that hold every query that sees some key of `keys`.
+template <class Policy>
+FLASHMMA_HOST_DEVICE TileRange query_tiles(const Policy& policy, const SequenceLengths& lengths,
+                                           const IndexRange& keys, int64_t block_m) {
+  const IndexRange tiles = covering_tiles(policy_query_range(policy, keys, lengths), block_m);
+  return {tiles.begin, static_cast<int>(tiles.size())};
+}
+
+// True when some score of queries x [first_key, first_key + block_n) is hidden: by the end of
+// the keys, or by the policy.
+template <class Policy>
+FLASHMMA_HOST_DEVICE bool tile_needs_mask(const Policy& policy, const SequenceLengths& lengths,
+                                          const IndexRange& queries, int64_t first_key,
+                                          int64_t block_n) {
+  const int64_t last_key = first_key + block_n - 1;
+  if (last_key >= lengths.seqlen_k) return true;
+  return !policy_all_visible(policy, queries, IndexRange{first_key, first_key + block_n},
+                             lengths);
+}
+
+}  // namespace flashmma

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// The score-policy contract: what a kernel asks of an attention variant, in logical coordinates
+// only (batch, query head, query position, key position), never in fragments or tiles of one
+// architecture. The forward and backward kernels of every architecture take the same policy.
+//
+// A policy is a copyable struct derived from ScorePolicyBase, passed by value to the kernel. It
+// says, through two compile-time flags, what it does; a flag left false costs nothing, because
+// the kernel never calls the hooks behind it:
+//
+//   kMasks             some (query, key) pairs are hidden: visible() says which, and key_range()
+//                      / query_range() / all_visible() let kernels skip whole tiles
+//   kTransformsScores  transform() maps a scaled score to the logit that enters the softmax
+//
+// The hooks (ScorePolicyBase gives every one a default that is correct for any policy):
+//
+//   bool visible(ScoreCoord, SequenceLengths)
+//   float transform(float scaled_score, ScoreCoord, SequenceLengths)
+//       scaled_score is softmax_scale * q.k: the kernel owns the scale and applies it first.
+//       Hidden pairs are set to -inf after the transform, so transform() never sees them.
+//   IndexRange key_range(IndexRange queries, SequenceLengths)
+//       a superset of the keys that some query of `queries` may see; the default is every key
+//   IndexRange query_range(IndexRange keys, SequenceLengths)
+//       a superset of the queries that see some key of `keys` (the backward's tile skipping)
+//   bool all_visible(IndexRange queries, IndexRange keys, SequenceLengths)
+//       true only if every pair of the block is visible (the kernel then skips the per-element
+//       mask); the default, false, is always correct
+//
+// Positions are those of the sequence: query in [0, seqlen_q), key in [0, seqlen_k). Masks that
+// relate the two are aligned to the bottom-right corner (the last query faces the last key):
+// SequenceLengths::diagonal() is the key on query 0's diagonal.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "flashmma/attention/index_range.hpp"
+#include "flashmma/macros.hpp"
+
+namespace flashmma {
+
+// One score's logical coordinates.
+struct ScoreCoord {
+  int64_t batch;
+  int64_t head;   // query head
+  int64_t query;  // position in [0, seqlen_q)
+  int64_t key;    // position in [0, seqlen_k)
+};
+
+// The lengths of one sequence (of one batch entry).
+struct SequenceLengths {
+  int64_t seqlen_q;
+  int64_t seqlen_k;
+
+  // Query i's diagonal key under bottom-right alignment is i + diagonal().
+  FLASHMMA_HOST_DEVICE int64_t diagonal() const { return seqlen_k - seqlen_q; }
+};
+
+// Sees every pair and changes no score. Derive from it and override what your variant changes.
+struct ScorePolicyBase {
+  static constexpr bool kMasks = false;
+  static constexpr bool kTransformsScores = false;
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord&, const SequenceLengths&) const {
+    return true;
+  }
+  FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord&,
+                                       const SequenceLengths&) const {
+    return scaled_score;
+  }
+  FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange&,
+                                            const SequenceLengths& lengths) const {
+    return {0, lengths.seqlen_k};
+  }
+  FLASHMMA_HOST_DEVICE IndexRange query_range(const IndexRange&,
+                                              const SequenceLengths& lengths) const {
+    return {0, lengths.seqlen_q};
+  }
+  FLASHMMA_HOST_DEVICE bool all_visible(const IndexRange&, const IndexRange&,
+                                        const SequenceLengths&) const {
+    return false;
+  }
+};
+
+// The contract, checked where a kernel is instantiated: one message per broken rule.
+template <class Policy>
+struct IsScorePolicy {
+  static constexpr bool value = std::is_base_of<ScorePolicyBase, Policy>::value &&
+                                std::is_trivially_copyable<Policy>::value;
+};
+
+template <class Policy>
+constexpr bool check_score_policy() {
+  static_assert(std::is_base_of<ScorePolicyBase, Policy>::value,
+                "a score policy must derive from flashmma::ScorePolicyBase (which gives every "
+                "hook a correct default: see attention/score_policy.hpp)");
+  static_assert(std::is_trivially_copyable<Policy>::value,
+                "a score policy is passed to the kernel by value: it must be trivially copyable "
+                "(plain values and device pointers, no owning members)");
+  static_assert(std::is_same<decltype(Policy::kMasks), const bool>::value &&
+                    std::is_same<decltype(Policy::kTransformsScores), const bool>::value,
+                "a score policy's kMasks and kTransformsScores must be static constexpr bool");
+  static_assert(
+      std::is_same<decltype(std::declval<const Policy&>().visible(
+                       std::declval<ScoreCoord>(), std::declval<SequenceLengths>())),
+                   bool>::value,
+      "a score policy's visible(ScoreCoord, SequenceLengths) const must return bool");
+  static_assert(
+      std::is_same<decltype(std::declval<const Policy&>().transform(
+                       0.f, std::declval<ScoreCoord>(), std::declval<SequenceLengths>())),
+                   float>::value,
+      "a score policy's transform(float, ScoreCoord, SequenceLengths) const must return float");
+  static_assert(
+      std::is_same<decltype(std::declval<const Policy&>().key_range(
+                       std::declval<IndexRange>(), std::declval<SequenceLengths>())),
+                   IndexRange>::value &&
+          std::is_same<decltype(std::declval<const Policy&>().query_range(
+                           std::declval<IndexRange>(), std::declval<SequenceLengths>())),
+                       IndexRange>::value,
+      "a score policy's key_range / query_range(IndexRange, SequenceLengths) const must return "
+      "IndexRange");
+  static_assert(
+      std::is_same<decltype(std::declval<const Policy&>().all_visible(
+                       std::declval<IndexRange>(), std::declval<IndexRange>(),
+                       std::declval<SequenceLengths>())),
+                   bool>::value,
+      "a score policy's all_visible(IndexRange, IndexRange, SequenceLengths) const must return "
+      "bool");
+  return true;
+}
+
+// What kernels call: the hooks behind a false flag are never called.
+template <class Policy>
+FLASHMMA_HOST_DEVICE bool policy_visible(const Policy& policy, const ScoreCoord& c,
+                                         const SequenceLengths& lengths) {
+  if constexpr (Policy::kMasks) {
+    return policy.visible(c, lengths);
+  } else {
+    return true;
+  }
+}
+
+// The keys some query of `queries` may see, within [0, seqlen_k).
+template <class Policy>
+FLASHMMA_HOST_DEVICE IndexRange policy_key_range(const Policy& policy, const IndexRange& queries,
+                                                 const SequenceLengths& lengths) {
+  if constexpr (Policy::kMasks) {
+    return policy.key_range(queries, lengths).clamp(0, lengths.seqlen_k);
+  } else {
+    return {0, lengths.seqlen_k};
+  }
+}
+
+// The queries that see some key of `keys`, within [0, seqlen_q).
+template <class Policy>
+FLASHMMA_HOST_DEVICE IndexRange policy_query_range(const Policy& policy, const IndexRange& keys,
+                                                   const SequenceLengths& lengths) {
+  if constexpr (Policy::kMasks) {
+    return policy.query_range(keys, lengths).clamp(0, lengths.seqlen_q);
+  } else {
+    return {0, lengths.seqlen_q};
+  }
+}
+
+// True when the policy hides no pair of queries x keys (the sequence bounds aside).
+template <class Policy>
+FLASHMMA_HOST_DEVICE bool policy_all_visible(const Policy& policy, const IndexRange& queries,
+                                             const IndexRange& keys,
+                                             const SequenceLengths& lengths) {
+  if constexpr (Policy::kMasks) {
+    return policy.all_visible(queries, keys, lengths);
+  } else {
+    return true;
+  }
+}
+
+}  // namespace flashmma

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// Merging two softmax results over disjoint sets of keys: the one definition that split-KV's
+// combine step and attention spread over several GPUs both use.
+//
+// A partial result of one query row is (lse, o): lse = log(sum of exp(logit)) over its keys
+// (natural log, -inf when it saw no key) and o the row's output normalized over those keys
+// (0 when it saw none). Over the union of the two key sets:
+//
+//   lse = log(exp(lse_a) + exp(lse_b))        computed around m = max(lse_a, lse_b)
+//   o   = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b
+//
+// Empty partials: with both empty, lse stays -inf and both weights are 0 (never -inf - -inf);
+// with one empty, its weight is 0 and the other's is 1.
+#pragma once
+
+#include <cmath>
+
+#include "flashmma/macros.hpp"
+
+namespace flashmma {
+
+struct SoftmaxMergeWeights {
+  float lse;       // of the union
+  float weight_a;  // multiplies o_a
+  float weight_b;  // multiplies o_b
+};
+
+FLASHMMA_HOST_DEVICE SoftmaxMergeWeights merge_softmax(float lse_a, float lse_b) {
+  const float m = fmaxf(lse_a, lse_b);
+  if (m == -INFINITY) return {-INFINITY, 0.f, 0.f};
+  const float a = expf(lse_a - m);  // exp(-inf) = 0 for an empty side
+  const float b = expf(lse_b - m);
+  const float sum = a + b;
+  return {m + logf(sum), a / sum, b / sum};
+}
+
+}  // namespace flashmma

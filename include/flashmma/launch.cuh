@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one launch path of every kernel type. A kernel type (sm80/forward_kernel.cuh is one)
+// says what it needs as members:
+//
+//   Params                 its parameters, passed by value as __grid_constant__
+//   kThreads               threads per block
+//   kMinBlocksPerSm        for __launch_bounds__
+//   kSmemBytes             dynamic shared memory per block
+//   kName                  for messages
+//   arch_tag               the architecture it is written for (traits/arch.hpp)
+//   static void run(const Params&)   the body, on the device
+//
+// The host picks a kernel type and its grid; launch_kernel checks that the loaded code suits
+// it (kernel_image.hpp), raises the shared-memory limit, and launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "flashmma/attention/scheduler.hpp"
+#include "flashmma/device.hpp"
+#include "flashmma/kernel_image.hpp"
+#include "flashmma/status.hpp"
+
+namespace flashmma {
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocksPerSm)
+    kernel_entry(const __grid_constant__ typename Kernel::Params params) {
+  Kernel::run(params);
+}
+
+namespace detail {
+
+template <class Kernel>
+Status launch_kernel(const typename Kernel::Params& params, const GridShape& grid,
+                     cudaStream_t stream) {
+  const auto entry = kernel_entry<Kernel>;
+  // A build without code for the kernel's architecture must not launch a compiled-out body.
+  if (Status s = check_kernel_image(reinterpret_cast<const void*>(entry),
+                                    Kernel::arch_tag::kMinComputeCapability, "forward_kernel");
+      !s)
+    return s;
+  if (Status s = cuda_status(
+          cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(Kernel::kSmemBytes)),
+          "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+      !s)
+    return s;
+  entry<<<dim3(grid.x, grid.y, grid.z), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
+  return cuda_status(cudaGetLastError(), "launching forward_kernel");
+}
+
+}  // namespace detail
+}  // namespace flashmma

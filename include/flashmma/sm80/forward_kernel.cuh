@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FlashAttention-2 forward kernel on mma.sync (sm_80+), a composition of the shared layer
+// (scheduler, sequence facts, key range, score policy, online softmax) and the sm80 pieces.
+//
+// One block per work tile (query tile of BlockM rows, head, batch). Each warp owns BlockM /
+// Warps query rows (in m16 tiles) and walks the K/V tiles of the tile's key range:
+//
+//   load Q tile
+//   for each K/V tile j of the key range:   (schedule: mainloop.cuh)
+//     S = Q K_j^T                           (warp_mma.cuh)
+//     transform and mask S as the policy says; interior tiles skip the mask
+//     online softmax: P = exp(S - m), rescale O (attention/online_softmax.cuh)
+//     O += P V_j                            (P straight from registers)
+//   O /= l, LSE = m + log(l); O staged through smem, 16-byte stores (epilogue.cuh)
+//
+// The kernel is a type: Params, the grid, the block size and the shared memory it needs are
+// members, and launch.cuh runs any such type.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flashmma/attention/forward_args.hpp"
+#include "flashmma/attention/key_range.hpp"
+#include "flashmma/attention/scheduler.hpp"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/attention/sequence_info.hpp"
+#include "flashmma/macros.hpp"
+#include "flashmma/ptx/arch_guard.cuh"
+#include "flashmma/ptx/cp_async.cuh"
+#include "flashmma/sm80/epilogue.cuh"
+#include "flashmma/sm80/kv_stream.cuh"
+#include "flashmma/sm80/mainloop.cuh"
+#include "flashmma/sm80/tile_io.cuh"
+#include "flashmma/sm80/warp_attention.cuh"
+#include "flashmma/traits/tile_config.hpp"
+
+namespace flashmma {
+namespace sm80 {
+
+template <class Config, class Policy, class Scheduler>
+struct ForwardKernel {
+  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  static_assert(check_score_policy<Policy>(), "");
+
+  using Element = typename Config::element_type;
+  using arch_tag = typename Config::arch_tag;
+
+  struct Params {
+    ForwardArgs<Element> args;
+    Policy policy;
+    typename Scheduler::Params scheduler;
+  };
+
+  static constexpr int kThreads = Config::kThreads;
+  static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
+  static constexpr std::size_t kSmemBytes = Config::kSmemBytes;
+  static constexpr const char* kName = "flashmma::sm80::ForwardKernel";
+
+  static FLASHMMA_DEVICE void run(const Params& params) {
+#if defined(FLASHMMA_SM80_ENABLED)
+    constexpr int kWarpSize = 32;
+    const ForwardArgs<Element>& args = params.args;
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    Element* const q_tile = reinterpret_cast<Element*>(smem);
+    Element* const k_stages = q_tile + Config::kQTileElements;
+    Element* const v_stages = k_stages + Config::kStages * Config::kKVTileElements;
+
+    const WorkTile work = Scheduler::work_tile(params.scheduler);
+    const SequenceInfo<Element> seq(args, work);
+    const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
+    const TileRange key_tiles =
+        flashmma::key_tiles(params.policy, seq.lengths, queries, Config::kBlockN);
+
+    // Q is the oldest cp.async group: the schedule's first wait for K also waits for it.
+    const TileCopy<Config, Config::kBlockM> q_copy(seq.q_row_stride, args.head_dim);
+    q_copy.issue(q_tile, seq.q, queries.begin, seq.lengths.seqlen_q - queries.begin);
+    ptx::cp_async_commit();
+
+    const KVStream<Config> kv(k_stages, v_stages, seq.k, seq.v, seq.k_row_stride,
+                              seq.v_row_stride, args.head_dim, seq.lengths.seqlen_k, key_tiles);
+    WarpAttention<Config, Policy> warp;
+    warp.q_tile = q_tile;
+    warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;
+    warp.lane = static_cast<int>(threadIdx.x) % kWarpSize;
+    warp.policy = params.policy;
+    warp.origin = seq.coord(queries.begin + warp.warp_first_row, 0);
+    warp.lengths = seq.lengths;
+    warp.queries = queries;
+    warp.softmax_scale = args.softmax_scale;
+    warp.exp2_scale = Policy::kTransformsScores ? kLog2e : args.softmax_scale_log2;
+    warp.init();
+
+    mainloop(kv, warp);
+
+    // With no visible tile, Q's copies (issued by every thread into every warp's rows) may
+    // still be landing where the epilogue stages O: drain them block-wide first.
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    write_output(warp, q_tile, seq, args.head_dim);
+#else
+    // Compiled for a target without mma.sync (below sm_80): never return as if O were written.
+    (void)params;
+    ptx::trap_missing_instruction();
+#endif
+  }
+};
+
+}  // namespace sm80
+}  // namespace flashmma

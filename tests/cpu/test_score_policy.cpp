@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// The score-policy contract (attention/score_policy.hpp) and the built-in policies: the ranges
+// and the all_visible() shortcut of every built-in mask agree with its visible() on every pair,
+// the transforms follow FlashAttention-2's formulas, and the contract's checks accept them.
+#include "support/catch.hpp"
+
+#include <flashmma/attention/builtin_policies.hpp>
+#include <flashmma/attention/score_policy.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using flashmma::AlibiBias;
+using flashmma::CausalMask;
+using flashmma::Combined;
+using flashmma::FullAttention;
+using flashmma::IndexRange;
+using flashmma::ScoreCoord;
+using flashmma::SequenceLengths;
+using flashmma::SlidingWindow;
+using flashmma::Softcap;
+
+static_assert(flashmma::check_score_policy<FullAttention>());
+static_assert(flashmma::check_score_policy<SlidingWindow>());
+static_assert(flashmma::check_score_policy<CausalMask>());
+static_assert(flashmma::check_score_policy<AlibiBias>());
+static_assert(flashmma::check_score_policy<Softcap>());
+static_assert(flashmma::check_score_policy<Combined<Softcap, Combined<AlibiBias, SlidingWindow>>>());
+static_assert(!FullAttention::kMasks && !FullAttention::kTransformsScores);
+static_assert(SlidingWindow::kMasks && !SlidingWindow::kTransformsScores);
+static_assert(Combined<AlibiBias, SlidingWindow>::kMasks &&
+              Combined<AlibiBias, SlidingWindow>::kTransformsScores);
+
+// Every visible pair of the block lies in both ranges; all_visible() is true exactly when every
+// pair is visible (the built-in windows are exact, not just safe).
+template <class Policy>
+void check_block(const Policy& policy, const SequenceLengths& lengths, const IndexRange& queries,
+                 const IndexRange& keys) {
+  const IndexRange key_range = flashmma::policy_key_range(policy, queries, lengths);
+  const IndexRange query_range = flashmma::policy_query_range(policy, keys, lengths);
+  bool every_pair = true;
+  for (int64_t q = queries.begin; q < queries.end; ++q) {
+    for (int64_t k = keys.begin; k < keys.end; ++k) {
+      const bool visible = flashmma::policy_visible(policy, ScoreCoord{0, 0, q, k}, lengths);
+      every_pair = every_pair && visible;
+      if (visible) {
+        INFO("query " << q << ", key " << k);
+        REQUIRE(key_range.contains(k));
+        REQUIRE(query_range.contains(q));
+      }
+    }
+  }
+  REQUIRE(flashmma::policy_all_visible(policy, queries, keys, lengths) == every_pair);
+}
+
+// The key range of one query is exactly its visible keys (a window has no holes).
+template <class Policy>
+void check_rows_exact(const Policy& policy, const SequenceLengths& lengths) {
+  for (int64_t q = 0; q < lengths.seqlen_q; ++q) {
+    const IndexRange range = flashmma::policy_key_range(policy, IndexRange{q, q + 1}, lengths);
+    for (int64_t k = 0; k < lengths.seqlen_k; ++k) {
+      const bool visible = flashmma::policy_visible(policy, ScoreCoord{0, 0, q, k}, lengths);
+      INFO("query " << q << ", key " << k);
+      REQUIRE(range.contains(k) == visible);
+    }
+  }
+}
+
+TEST_CASE("sliding windows: ranges and all_visible agree with visible()", "[policy]") {
+  const std::vector<SequenceLengths> lengths = {{1, 1}, {7, 7}, {5, 13}, {13, 5}, {16, 16},
+                                                {9, 1}, {1, 9}};
+  const std::vector<int64_t> sides = {-1, 0, 1, 2, 5, 40};
+  for (const SequenceLengths& len : lengths) {
+    for (const int64_t left : sides) {
+      for (const int64_t right : sides) {
+        const SlidingWindow window{{}, left, right};
+        INFO("seqlen_q " << len.seqlen_q << ", seqlen_k " << len.seqlen_k << ", window (" << left
+                         << ", " << right << ")");
+        check_rows_exact(window, len);
+        check_rows_exact(CausalMask{}, len);
+        for (int64_t rows : {1, 2, 4}) {
+          for (int64_t cols : {1, 3, 4}) {
+            for (int64_t q0 = 0; q0 < len.seqlen_q; q0 += rows) {
+              for (int64_t k0 = 0; k0 < len.seqlen_k; k0 += cols) {
+                const IndexRange queries{q0, std::min(q0 + rows, len.seqlen_q)};
+                const IndexRange keys{k0, std::min(k0 + cols, len.seqlen_k)};
+                check_block(window, len, queries, keys);
+                check_block(Combined<SlidingWindow, CausalMask>{{}, window, CausalMask{}}, len,
+                            queries, keys);
+                if (left == -1 && right == 0) check_block(CausalMask{}, len, queries, keys);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("causal is the window (-1, 0), aligned bottom-right", "[policy]") {
+  const SlidingWindow causal = SlidingWindow::causal();
+  // seqlen_q = 3, seqlen_k = 5: query 0 sees keys 0..2, query 2 sees all five.
+  const SequenceLengths wide{3, 5};
+  CHECK(causal.visible({0, 0, 0, 2}, wide));
+  CHECK_FALSE(causal.visible({0, 0, 0, 3}, wide));
+  CHECK(causal.visible({0, 0, 2, 4}, wide));
+  // seqlen_q = 5, seqlen_k = 3: queries 0 and 1 see no key.
+  const SequenceLengths tall{5, 3};
+  CHECK(flashmma::policy_key_range(causal, IndexRange{0, 2}, tall).empty());
+  CHECK(flashmma::policy_key_range(causal, IndexRange{2, 3}, tall).size() == 1);
+  // Window 0 on both sides: the diagonal key only.
+  const SlidingWindow diagonal{{}, 0, 0};
+  const IndexRange only = flashmma::policy_key_range(diagonal, IndexRange{1, 2}, wide);
+  CHECK(only.begin == 3);
+  CHECK(only.end == 4);
+}
+
+TEST_CASE("ALiBi adds -slope * |i + seqlen_k - seqlen_q - j|", "[policy]") {
+  const float slopes[] = {0.5f, 0.25f, 2.f, 4.f};  // [batch 2, heads 2]
+  const AlibiBias alibi{{}, slopes, 2};
+  const SequenceLengths lengths{4, 6};  // diagonal 2
+  CHECK(alibi.transform(1.f, {0, 0, 1, 3}, lengths) == 1.f);                 // on the diagonal
+  CHECK(alibi.transform(1.f, {0, 1, 1, 0}, lengths) == 1.f - 0.25f * 3.f);  // 3 before it
+  CHECK(alibi.transform(0.f, {1, 0, 0, 5}, lengths) == -2.f * 3.f);         // 3 after it
+  const AlibiBias shared{{}, slopes, 0};                                      // per head only
+  CHECK(shared.transform(0.f, {1, 1, 0, 0}, lengths) == -0.25f * 2.f);
+}
+
+TEST_CASE("softcap is cap * tanh(score / cap), then the bias", "[policy]") {
+  const Softcap softcap = Softcap::with_cap(5.f);
+  CHECK(softcap.transform(2.f, {}, {1, 1}) == Approx(5.f * std::tanh(0.4f)));
+  CHECK(softcap.transform(1e6f, {}, {1, 1}) == Approx(5.f));
+  const float slope[] = {1.f};
+  const Combined<Softcap, AlibiBias> both{{}, softcap, AlibiBias{{}, slope, 0}};
+  // Key 0 of query 2 (seqlen 3 x 3) is 2 before the diagonal.
+  CHECK(both.transform(2.f, {0, 0, 2, 0}, {3, 3}) == Approx(5.f * std::tanh(0.4f) - 2.f));
+}
+
+}  // namespace

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// merge_softmax (attention/softmax_merge.hpp): partial softmax results over disjoint key sets
+// merge into the result over their union, in any split, and empty partials follow the empty-row
+// convention (O = 0, LSE = -inf) without NaNs.
+#include "support/catch.hpp"
+
+#include <flashmma/attention/softmax_merge.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <vector>
+
+namespace {
+
+struct Partial {
+  float lse = -INFINITY;
+  std::vector<float> o;
+};
+
+// Softmax of logits[begin, end) against values (one column per output element).
+Partial softmax_over(const std::vector<float>& logits, const std::vector<std::vector<float>>& values,
+                     std::size_t begin, std::size_t end, std::size_t dims) {
+  Partial p;
+  p.o.assign(dims, 0.f);
+  if (begin >= end) return p;
+  double m = -INFINITY;
+  for (std::size_t j = begin; j < end; ++j) m = std::fmax(m, logits[j]);
+  double sum = 0;
+  std::vector<double> acc(dims, 0.0);
+  for (std::size_t j = begin; j < end; ++j) {
+    const double w = std::exp(logits[j] - m);
+    sum += w;
+    for (std::size_t d = 0; d < dims; ++d) acc[d] += w * values[j][d];
+  }
+  p.lse = static_cast<float>(m + std::log(sum));
+  for (std::size_t d = 0; d < dims; ++d) p.o[d] = static_cast<float>(acc[d] / sum);
+  return p;
+}
+
+Partial merge(const Partial& a, const Partial& b) {
+  const flashmma::SoftmaxMergeWeights w = flashmma::merge_softmax(a.lse, b.lse);
+  Partial merged;
+  merged.lse = w.lse;
+  for (std::size_t d = 0; d < a.o.size(); ++d) {
+    merged.o.push_back(w.weight_a * a.o[d] + w.weight_b * b.o[d]);
+  }
+  return merged;
+}
+
+TEST_CASE("merging partial softmax results over a split of the keys gives the whole", "[merge]") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  constexpr std::size_t kKeys = 37, kDims = 5;
+  std::vector<float> logits(kKeys);
+  std::vector<std::vector<float>> values(kKeys, std::vector<float>(kDims));
+  for (std::size_t j = 0; j < kKeys; ++j) {
+    logits[j] = normal(rng);
+    for (float& v : values[j]) v = normal(rng);
+  }
+  const Partial whole = softmax_over(logits, values, 0, kKeys, kDims);
+  for (std::size_t split = 0; split <= kKeys; ++split) {
+    const Partial merged = merge(softmax_over(logits, values, 0, split, kDims),
+                                 softmax_over(logits, values, split, kKeys, kDims));
+    INFO("split at " << split);
+    REQUIRE(merged.lse == Approx(whole.lse).epsilon(1e-5));
+    for (std::size_t d = 0; d < kDims; ++d) REQUIRE(merged.o[d] == Approx(whole.o[d]).margin(1e-5));
+  }
+  // Three ways, merged left to right and right to left.
+  const Partial a = softmax_over(logits, values, 0, 10, kDims);
+  const Partial b = softmax_over(logits, values, 10, 20, kDims);
+  const Partial c = softmax_over(logits, values, 20, kKeys, kDims);
+  const Partial left = merge(merge(a, b), c);
+  const Partial right = merge(a, merge(b, c));
+  REQUIRE(left.lse == Approx(whole.lse).epsilon(1e-5));
+  REQUIRE(right.lse == Approx(whole.lse).epsilon(1e-5));
+}
+
+TEST_CASE("empty partials: O = 0 and LSE = -inf, never NaN", "[merge]") {
+  const flashmma::SoftmaxMergeWeights both_empty = flashmma::merge_softmax(-INFINITY, -INFINITY);
+  CHECK(both_empty.lse == -INFINITY);
+  CHECK(both_empty.weight_a == 0.f);
+  CHECK(both_empty.weight_b == 0.f);
+  const flashmma::SoftmaxMergeWeights one_empty = flashmma::merge_softmax(2.5f, -INFINITY);
+  CHECK(one_empty.lse == 2.5f);
+  CHECK(one_empty.weight_a == 1.f);
+  CHECK(one_empty.weight_b == 0.f);
+  const flashmma::SoftmaxMergeWeights other_empty = flashmma::merge_softmax(-INFINITY, -1.f);
+  CHECK(other_empty.lse == -1.f);
+  CHECK(other_empty.weight_a == 0.f);
+  CHECK(other_empty.weight_b == 1.f);
+  // Large logits do not overflow: the merge works around the larger LSE.
+  const flashmma::SoftmaxMergeWeights large = flashmma::merge_softmax(1000.f, 1000.f);
+  CHECK(large.lse == Approx(1000.f + std::log(2.f)));
+  CHECK(large.weight_a == 0.5f);
+}
+
+}  // namespace
