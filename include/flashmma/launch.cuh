@@ -16,6 +16,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/device.hpp"
 #include "flashmma/kernel_image.hpp"
@@ -37,7 +39,7 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
   const auto entry = kernel_entry<Kernel>;
   // A build without code for the kernel's architecture must not launch a compiled-out body.
   if (Status s = check_kernel_image(reinterpret_cast<const void*>(entry),
-                                    Kernel::arch_tag::kMinComputeCapability, "forward_kernel");
+                                    Kernel::arch_tag::kMinComputeCapability, Kernel::kName);
       !s)
     return s;
   if (Status s = cuda_status(
@@ -47,7 +49,7 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
       !s)
     return s;
   entry<<<dim3(grid.x, grid.y, grid.z), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
-  return cuda_status(cudaGetLastError(), "launching forward_kernel");
+  return cuda_status(cudaGetLastError(), (std::string("launching ") + Kernel::kName).c_str());
 }
 
 }  // namespace detail

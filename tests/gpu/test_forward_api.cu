@@ -158,7 +158,7 @@ TEST_CASE("forward(params) dispatches every head dim and dtype", "[gpu][forward]
 }
 
 // Under the causal mask the kernel walks the (head, batch) pairs in groups whose K/V fit in a share
-// of L2, each heaviest query tile first (kernels/block_order.cuh); the other tests are too small
+// of L2, each heaviest query tile first (attention/scheduler.hpp); the other tests are too small
 // for more than one group. Here 15 pairs (5 batch entries of 3 heads) each get enough keys that 14
 // of them overflow this device's share, so there are at least two groups on any GPU, and both
 // coordinates of a pair vary within a group.

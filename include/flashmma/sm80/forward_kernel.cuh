@@ -57,7 +57,7 @@ struct ForwardKernel {
   static constexpr int kThreads = Config::kThreads;
   static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
   static constexpr std::size_t kSmemBytes = Config::kSmemBytes;
-  static constexpr const char* kName = "flashmma::sm80::ForwardKernel";
+  static constexpr const char* kName = "forward_kernel";  // in messages
 
   static FLASHMMA_DEVICE void run(const Params& params) {
 #if defined(FLASHMMA_SM80_ENABLED)
