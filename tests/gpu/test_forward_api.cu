@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The public entry points as a user calls them: default dispatch over head dims and dtypes,
 // determinism, argument errors on a real device, the softmax scale, and (hidden) tensors of more
-// than 2^31 elements. This file calls flashmma::forward(params), which instantiates every default
-// config of both element types.
+// than 2^31 elements. This file calls flashmma::forward(params); where the flashmma::kernels
+// library is built, tests/CMakeLists.txt links it, so the default dispatch tested here is the
+// precompiled one (the examples' basic_forward runs the header-only one).
 #include <cuda_runtime.h>
 
 #include <algorithm>
