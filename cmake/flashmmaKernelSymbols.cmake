@@ -17,9 +17,10 @@ foreach(object IN LISTS OBJECTS)
   if(NOT result EQUAL 0)
     message(FATAL_ERROR "${NM} ${object} failed (${result})")
   endif()
-  string(REGEX MATCHALL "[^\n]*forward_kernel[^\n]*" kernels "${symbols}")
+  # Every forward kernel is kernel_entry<...ForwardKernel<...>>: its mangled name holds this.
+  string(REGEX MATCHALL "[^\n]*13ForwardKernel[^\n]*" kernels "${symbols}")
   list(LENGTH kernels object_count)
-  message(STATUS "${object}: ${object_count} forward_kernel symbols")
+  message(STATUS "${object}: ${object_count} forward kernel symbols")
   math(EXPR count "${count} + ${object_count}")
 endforeach()
 
