@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+// forward<Config, Policy>: the built-in score policies (sliding windows, ALiBi, softcap and
+// their combinations) and a user's own policy, through the kernel's tile skipping, masking and
+// score transforms, against a host reference that applies the same policy to every (query, key)
+// pair in double. The policies' own formulas are checked against hand-computed values on the
+// CPU (tests/cpu/test_score_policy.cpp); this file checks that the kernels apply them.
+#include "support/catch.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "flashmma/flashmma.cuh"
+#include "support/attention_case.hpp"
+#include "support/forward_case.cuh"
+#include "support/gpu_helpers.cuh"
+
+namespace {
+
+using flashmma::AlibiBias;
+using flashmma::CausalMask;
+using flashmma::Combined;
+using flashmma::ScoreCoord;
+using flashmma::SequenceLengths;
+using flashmma::SlidingWindow;
+using flashmma::Softcap;
+using flashmma::test::AttentionCase;
+using flashmma::test::DeviceBuffer;
+
+// A user's policy: a prefix-LM mask. The first `prefix` keys are visible to every query (the
+// prompt, attended bidirectionally); after them, causal (aligned bottom-right).
+struct PrefixLM : flashmma::ScorePolicyBase {
+  static constexpr bool kMasks = true;
+  int64_t prefix = 0;
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
+    return c.key < prefix || c.key <= c.query + lengths.diagonal();
+  }
+  FLASHMMA_HOST_DEVICE flashmma::IndexRange key_range(const flashmma::IndexRange& queries,
+                                                      const SequenceLengths& lengths) const {
+    const int64_t causal_end = queries.end - 1 + lengths.diagonal() + 1;
+    return {0, causal_end > prefix ? causal_end : prefix};
+  }
+};
+
+// Tiles of every schedule: split (Stages 1), ring (2) and overlapped (3); 1 to 8 warps; one and
+// two row tiles per warp; both element types.
+using PolicyConfigs = std::tuple<
+    flashmma::DefaultConfigT<__half, 64>,
+    flashmma::TileConfig<__nv_bfloat16, 128, 64, 32, 4, 3, flashmma::SmemLayout::kXorSwizzle>,
+    flashmma::TileConfig<__half, 32, 16, 16, 1, 1, flashmma::SmemLayout::kPaddedRows>,
+    flashmma::DefaultConfigT<__nv_bfloat16, 128>>;
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+template <class Element>
+std::vector<double> host_values(const DeviceBuffer<Element>& buffer) {
+  std::vector<double> values;
+  for (const Element& x : buffer.to_host()) values.push_back(flashmma::test::to_double(x));
+  return values;
+}
+
+// Runs forward<Config>(params, policy) and compares O and the LSE with the host reference of
+// `reference_policy` (the same policy with host pointers where it holds any).
+template <class Config, class Policy>
+void check_policy(const AttentionCase& c, const Policy& policy, const Policy& reference_policy) {
+  using Element = typename Config::element_type;
+  INFO("case: " << c.describe());
+  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
+  const flashmma::Status status = flashmma::forward<Config>(t.params, policy);
+  INFO("forward returned: " << status.message());
+  REQUIRE(status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const std::vector<double> q = host_values(t.q);
+  const std::vector<double> k = host_values(t.k);
+  const std::vector<double> v = host_values(t.v);
+  const std::vector<double> o = host_values(t.o);
+  const std::vector<float> lse = t.lse.to_host();
+  const flashmma::ForwardParams& p = t.params;
+  const double scale = flashmma::test::resolved_softmax_scale(p.softmax_scale, p.head_dim);
+  const SequenceLengths lengths{p.seqlen_q, p.seqlen_k};
+  const int64_t d = p.head_dim;
+
+  double error_sq = 0, reference_sq = 0, worst_lse = 0;
+  int64_t empty_mismatches = 0;
+  std::vector<double> logits(static_cast<std::size_t>(p.seqlen_k));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t kv_head = h / (p.heads_q / p.heads_kv);
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        const double* q_row = &q[flashmma::test::element_offset(p.q_strides, b, i, h)];
+        double row_max = -kInfinity;
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          const ScoreCoord coord{b, h, i, j};
+          double logit = -kInfinity;
+          if (flashmma::policy_visible(reference_policy, coord, lengths)) {
+            const double* k_row = &k[flashmma::test::element_offset(p.k_strides, b, j, kv_head)];
+            double dot = 0;
+            for (int64_t x = 0; x < d; ++x) dot += q_row[x] * k_row[x];
+            logit = scale * dot;
+            if constexpr (Policy::kTransformsScores) {
+              logit = reference_policy.transform(static_cast<float>(logit), coord, lengths);
+            }
+          }
+          logits[j] = logit;
+          row_max = std::fmax(row_max, logit);
+        }
+        const int64_t o_offset = flashmma::test::element_offset(p.o_strides, b, i, h);
+        const double kernel_lse = lse[(b * p.heads_q + h) * p.seqlen_q + i];
+        if (row_max == -kInfinity) {  // no visible key: O = 0, LSE = -inf
+          bool zero = kernel_lse == -kInfinity;
+          for (int64_t x = 0; x < d; ++x) zero = zero && o[o_offset + x] == 0.0;
+          if (!zero) ++empty_mismatches;
+          continue;
+        }
+        double sum = 0;
+        std::vector<double> out(static_cast<std::size_t>(d), 0.0);
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          if (logits[j] == -kInfinity) continue;
+          const double weight = std::exp(logits[j] - row_max);
+          sum += weight;
+          const double* v_row = &v[flashmma::test::element_offset(p.v_strides, b, j, kv_head)];
+          for (int64_t x = 0; x < d; ++x) out[x] += weight * v_row[x];
+        }
+        for (int64_t x = 0; x < d; ++x) {
+          const double exact = out[x] / sum;
+          error_sq += (o[o_offset + x] - exact) * (o[o_offset + x] - exact);
+          reference_sq += exact * exact;
+        }
+        const double exact_lse = row_max + std::log(sum);
+        worst_lse = std::fmax(worst_lse, std::fabs(kernel_lse - exact_lse) /
+                                             (1.0 + std::fabs(exact_lse)));
+      }
+    }
+  }
+  const double relative_l2 = reference_sq > 0 ? std::sqrt(error_sq / reference_sq) : 0.0;
+  INFO("relative L2 error " << relative_l2 << ", worst LSE error " << worst_lse);
+  CHECK(empty_mismatches == 0);
+  CHECK(relative_l2 <= flashmma::test::Tolerance<Element>::kRelativeL2);
+  CHECK(worst_lse <= 1e-3);
+}
+
+// Odd lengths both ways, GQA, and a row count that leaves rows without keys under some windows.
+std::vector<AttentionCase> policy_cases(int64_t head_dim) {
+  using flashmma::test::Layout;
+  return {flashmma::test::make_case(2, 129, 129, 4, 2, head_dim, false, Layout::kBSHD),
+          flashmma::test::make_case(1, 77, 301, 2, 1, head_dim, false, Layout::kBHSD),
+          flashmma::test::make_case(1, 301, 77, 4, 4, head_dim, false, Layout::kBSHD)};
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("sliding windows: band, one-sided, width 0, wider than the sequence",
+                        "[gpu][forward][policy]", PolicyConfigs) {
+  const std::vector<SlidingWindow> windows = {
+      {{}, 32, 0}, {{}, 0, 0}, {{}, 5, 17}, {{}, -1, 40}, {{}, 100000, 100000}, {{}, 64, -1}};
+  for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
+    for (const SlidingWindow& window : windows) {
+      INFO("window (" << window.left << ", " << window.right << ")");
+      check_policy<TestType>(c, window, window);
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("ALiBi and softcap, alone, together and with windows",
+                        "[gpu][forward][policy]", PolicyConfigs) {
+  const int64_t heads = 4;
+  std::vector<float> slopes;  // [batch 2, heads 4]
+  for (int64_t i = 0; i < 2 * heads; ++i) slopes.push_back(std::exp2(-0.5f * (i + 1)));
+  DeviceBuffer<float> device_slopes(static_cast<int64_t>(slopes.size()));
+  FLASHMMA_CUDA_CHECK(cudaMemcpy(device_slopes.get(), slopes.data(), device_slopes.bytes(),
+                                 cudaMemcpyHostToDevice));
+  const AlibiBias alibi{{}, device_slopes.get(), heads};
+  const AlibiBias host_alibi{{}, slopes.data(), heads};
+  const AlibiBias per_head{{}, device_slopes.get(), 0};
+  const AlibiBias host_per_head{{}, slopes.data(), 0};
+  using flashmma::test::Layout;
+  const AttentionCase c =
+      flashmma::test::make_case(2, 133, 200, heads, 2, TestType::kHeadDim, false, Layout::kBSHD);
+  const AttentionCase tall =
+      flashmma::test::make_case(2, 200, 133, heads, 1, TestType::kHeadDim, false, Layout::kBSHD);
+
+  check_policy<TestType>(c, alibi, host_alibi);
+  check_policy<TestType>(tall, per_head, host_per_head);
+  for (const float cap : {30.f, 0.5f}) {  // 0.5: a tiny cap flattens every score
+    INFO("softcap " << cap);
+    check_policy<TestType>(c, Softcap::with_cap(cap), Softcap::with_cap(cap));
+  }
+  using AlibiCausal = Combined<AlibiBias, CausalMask>;
+  check_policy<TestType>(tall, AlibiCausal{{}, alibi, {}}, AlibiCausal{{}, host_alibi, {}});
+  using Everything = Combined<Softcap, Combined<AlibiBias, SlidingWindow>>;
+  const SlidingWindow window{{}, 48, 0};
+  const Everything all{{}, Softcap::with_cap(20.f), {{}, alibi, window}};
+  const Everything host_all{{}, Softcap::with_cap(20.f), {{}, host_alibi, window}};
+  check_policy<TestType>(c, all, host_all);
+}
+
+TEMPLATE_LIST_TEST_CASE("a user's policy: prefix-LM", "[gpu][forward][policy]", PolicyConfigs) {
+  for (const int64_t prefix : {0, 40, 1000}) {
+    INFO("prefix " << prefix);
+    PrefixLM policy;
+    policy.prefix = prefix;
+    for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
+      check_policy<TestType>(c, policy, policy);
+    }
+  }
+}
+
+TEST_CASE("forward<Config, Policy> refuses params.mask = kCausal", "[gpu][forward][policy]") {
+  using Config = flashmma::DefaultConfigT<__half, 64>;
+  flashmma::test::CaseTensors<__half> t = flashmma::test::make_case_tensors<__half>(
+      flashmma::test::make_case(1, 64, 64, 1, 1, 64, true, flashmma::test::Layout::kBSHD));
+  const flashmma::Status status = flashmma::forward<Config>(t.params, SlidingWindow{{}, 8, 0});
+  CHECK(status.code() == flashmma::ErrorCode::kInvalidArgument);
+  CHECK_THAT(status.message(), Catch::Contains("CausalMask"));
+}
