@@ -10,8 +10,11 @@
 #   large        the hidden "[.large]" case (tensors of more than 2^31 elements, about 9 GB)
 #   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on basic_forward over a set
 #                of shapes (masks, GQA, ragged lengths, every kernel family) and on custom_tiles
+#   policies     compute-sanitizer memcheck, racecheck and synccheck on the score-policy tests
+#                (windows, ALiBi, softcap, a user policy; racecheck on the window cases)
 #   no_arch      examples/basic_forward.cu built by plain `nvcc` without -arch (compute_75 only
 #                under CUDA 13): it must be refused with kUnsupportedDevice, never run
+# ONLY_POLICIES=1 builds only test_forward_policies and runs only its sanitizer step.
 # Environment: CATCH2_PREFIX (a Catch2 install prefix, else .deps/catch2_*.deb is unpacked),
 # CUDA_ARCHS, WORK_DIR (default /tmp/flashmma-suite), JOBS (default nproc), FLASHMMA_COMMIT (the
 # commit to print, where the tree has no .git).
@@ -55,11 +58,12 @@ catch2_prefix() {
 }
 
 build() {
-  local generator=()
+  local generator=() targets=()
+  [ -n "${ONLY_POLICIES:-}" ] && targets=(--target test_forward_policies)
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_PREFIX_PATH="$(catch2_prefix)" &&
-    cmake --build "$BUILD" -j "$JOBS"
+    cmake --build "$BUILD" -j "$JOBS" "${targets[@]}"
 }
 
 run_ctest() {
@@ -95,6 +99,19 @@ sanitize() {
   return $status
 }
 
+# The score-policy kernels (tile skipping at both ends of a window) under the three tools.
+sanitize_policies() {
+  local status=0 binary="$BUILD/tests/test_forward_policies"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$binary" > "$WORK_DIR/san.out" 2>&1 || status=1
+  tail -n 4 "$WORK_DIR/san.out"
+  compute-sanitizer --tool synccheck --error-exitcode 9 "$binary" > "$WORK_DIR/san.out" 2>&1 || status=1
+  tail -n 4 "$WORK_DIR/san.out"
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$binary" "sliding windows*" \
+    > "$WORK_DIR/san.out" 2>&1 || status=1
+  tail -n 4 "$WORK_DIR/san.out"
+  return $status
+}
+
 # The build mistake of a user who forgets -arch: it must compile, and be refused at run time.
 no_arch() {
   nvcc -std=c++17 -I"$REPO/include" "$REPO/examples/basic_forward.cu" -o "$WORK_DIR/no_arch" &&
@@ -104,9 +121,14 @@ no_arch() {
 }
 
 step build build
-step ctest run_ctest
-step large large
-for tool in memcheck racecheck synccheck; do step "$tool" sanitize "$tool"; done
+if [ -z "${ONLY_POLICIES:-}" ]; then
+  step ctest run_ctest
+  step large large
+fi
+if [ -z "${ONLY_POLICIES:-}" ]; then
+  for tool in memcheck racecheck synccheck; do step "$tool" sanitize "$tool"; done
+fi
+step policies sanitize_policies
 step no_arch no_arch
 
 {
