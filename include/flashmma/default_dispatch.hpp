@@ -32,10 +32,10 @@ template <class Element, int HeadDim, class Visitor>
 decltype(auto) visit_default_config(bool causal, std::size_t smem_per_block_optin,
                                     Visitor&& visit) {
   using Defaults = DefaultConfig<Element, HeadDim>;
-  switch (default_variant<Element, HeadDim>(causal, smem_per_block_optin)) {
-    case DefaultVariant::kCausal: return visit(typename Defaults::causal{});
-    case DefaultVariant::kCompact: return visit(typename Defaults::compact{});
-    case DefaultVariant::kGeneral: break;
+  switch (default_tile<Element, HeadDim>(causal, smem_per_block_optin)) {
+    case DefaultTile::kCausal: return visit(typename Defaults::causal{});
+    case DefaultTile::kCompact: return visit(typename Defaults::compact{});
+    case DefaultTile::kGeneral: break;
   }
   return visit(typename Defaults::type{});
 }

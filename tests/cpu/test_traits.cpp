@@ -34,7 +34,7 @@ constexpr std::size_t expected_smem_bytes() {
 // Every config the tests instantiate: the defaults and the custom shapes.
 using TestedConfigs = decltype(std::tuple_cat(flashmma::test::DefaultFp16Configs{},
                                               flashmma::test::DefaultBf16Configs{},
-                                              flashmma::test::DefaultVariantConfigs{},
+                                              flashmma::test::DefaultAlternateConfigs{},
                                               flashmma::test::CustomConfigs{}));
 
 // Whether a std::tuple of types holds T.
@@ -187,13 +187,13 @@ void check_default_family() {
   STATIC_REQUIRE(Defaults::type::kHeadDim == HeadDim);
   STATIC_REQUIRE(Defaults::causal::kHeadDim == HeadDim);
   STATIC_REQUIRE(Defaults::compact::kHeadDim == HeadDim);
-  // DefaultVariantConfigsFor (the list the GPU tests run) is written by hand: it must hold every
+  // DefaultAlternateConfigsFor (the list the GPU tests run) is written by hand: it must hold every
   // causal and compact config that differs from the general one.
-  using Variants = flashmma::DefaultVariantConfigsFor<__half>;
+  using Alternates = flashmma::DefaultAlternateConfigsFor<__half>;
   STATIC_REQUIRE((std::is_same<typename Defaults::causal, typename Defaults::type>::value ||
-                  TupleHolds<typename Defaults::causal, Variants>::value));
+                  TupleHolds<typename Defaults::causal, Alternates>::value));
   STATIC_REQUIRE((std::is_same<typename Defaults::compact, typename Defaults::type>::value ||
-                  TupleHolds<typename Defaults::compact, Variants>::value));
+                  TupleHolds<typename Defaults::compact, Alternates>::value));
   // The general and causal defaults run on every sm_80+ GPU but 8.6 / 8.9, the compact ones
   // there too.
   STATIC_REQUIRE(Defaults::type::kSmemBytes <= kSm80SmemBytes);
@@ -201,18 +201,18 @@ void check_default_family() {
   STATIC_REQUIRE(Defaults::compact::kSmemBytes <= kSm86SmemBytes);
   STATIC_REQUIRE(Defaults::compact::kSmemBytes <= flashmma::kCompactSmemBytes);
   // With enough shared memory the mask picks general or causal; without, the compact config.
-  constexpr auto general = flashmma::default_variant<__half, HeadDim>(false, kSm90SmemBytes);
-  constexpr auto causal = flashmma::default_variant<__half, HeadDim>(true, kSm90SmemBytes);
-  STATIC_REQUIRE(general == flashmma::DefaultVariant::kGeneral);
-  STATIC_REQUIRE(causal == flashmma::DefaultVariant::kCausal);
-  const auto on_sm86 = flashmma::default_variant<__half, HeadDim>(false, kSm86SmemBytes);
-  const auto causal_on_sm86 = flashmma::default_variant<__half, HeadDim>(true, kSm86SmemBytes);
+  constexpr auto general = flashmma::default_tile<__half, HeadDim>(false, kSm90SmemBytes);
+  constexpr auto causal = flashmma::default_tile<__half, HeadDim>(true, kSm90SmemBytes);
+  STATIC_REQUIRE(general == flashmma::DefaultTile::kGeneral);
+  STATIC_REQUIRE(causal == flashmma::DefaultTile::kCausal);
+  const auto on_sm86 = flashmma::default_tile<__half, HeadDim>(false, kSm86SmemBytes);
+  const auto causal_on_sm86 = flashmma::default_tile<__half, HeadDim>(true, kSm86SmemBytes);
   CHECK(on_sm86 == (Defaults::type::kSmemBytes <= kSm86SmemBytes
-                        ? flashmma::DefaultVariant::kGeneral
-                        : flashmma::DefaultVariant::kCompact));
+                        ? flashmma::DefaultTile::kGeneral
+                        : flashmma::DefaultTile::kCompact));
   CHECK(causal_on_sm86 == (Defaults::causal::kSmemBytes <= kSm86SmemBytes
-                               ? flashmma::DefaultVariant::kCausal
-                               : flashmma::DefaultVariant::kCompact));
+                               ? flashmma::DefaultTile::kCausal
+                               : flashmma::DefaultTile::kCompact));
 }
 
 TEST_CASE("Default configs: general, causal and compact per head dim, and which one runs",
@@ -227,15 +227,15 @@ TEST_CASE("Default configs: general, causal and compact per head dim, and which 
   check_default_family<256>();
   // The 8-warp d = 224 and d = 256 tiles need more than 99 KB: sm_86 / sm_89 run the compact
   // ones.
-  CHECK(flashmma::default_variant<__half, 256>(false, kSm86SmemBytes) ==
-        flashmma::DefaultVariant::kCompact);
-  CHECK(flashmma::default_variant<__nv_bfloat16, 224>(true, kSm86SmemBytes) ==
-        flashmma::DefaultVariant::kCompact);
-  CHECK(flashmma::default_variant<__half, 256>(false, kSm80SmemBytes) ==
-        flashmma::DefaultVariant::kGeneral);
+  CHECK(flashmma::default_tile<__half, 256>(false, kSm86SmemBytes) ==
+        flashmma::DefaultTile::kCompact);
+  CHECK(flashmma::default_tile<__nv_bfloat16, 224>(true, kSm86SmemBytes) ==
+        flashmma::DefaultTile::kCompact);
+  CHECK(flashmma::default_tile<__half, 256>(false, kSm80SmemBytes) ==
+        flashmma::DefaultTile::kGeneral);
   // Too little shared memory for any of them still names the compact config, whose launch then
   // reports the device as unsupported.
-  CHECK(flashmma::default_variant<__half, 64>(false, 1024) == flashmma::DefaultVariant::kCompact);
+  CHECK(flashmma::default_tile<__half, 64>(false, 1024) == flashmma::DefaultTile::kCompact);
 }
 
 TEST_CASE("kernel_head_dim_for picks the smallest kernel that fits", "[traits][dispatch]") {

@@ -19,8 +19,8 @@ namespace test {
 using DefaultFp16Configs = DefaultConfigsFor<__half>;
 using DefaultBf16Configs = DefaultConfigsFor<__nv_bfloat16>;
 // The causal and compact defaults that differ from the general ones, both element types.
-using DefaultVariantConfigs = decltype(std::tuple_cat(DefaultVariantConfigsFor<__half>{},
-                                                      DefaultVariantConfigsFor<__nv_bfloat16>{}));
+using DefaultAlternateConfigs = decltype(std::tuple_cat(DefaultAlternateConfigsFor<__half>{},
+                                                      DefaultAlternateConfigsFor<__nv_bfloat16>{}));
 
 // Shapes the defaults do not use, each chosen to stress one part of the kernel:
 using CustomConfigs = std::tuple<

@@ -6,7 +6,8 @@
 //   nvcc -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -I<tree>/include -I<tree>/tests \
 //        tests/tools/output_digest.cu -o digest && ./digest > digest.txt
 //
-// It uses only the public entry points and tests/support/test_configs.hpp, which both trees have.
+// It uses only the public entry points, DefaultConfig<Element, HeadDim>::{type, causal, compact}
+// and tests/support/test_configs.hpp's CustomConfigs, which every tree since 3d0a511 has.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -144,6 +145,18 @@ void digest_all(int first_index, std::index_sequence<I...>) {
   (digest_config<std::tuple_element_t<I, Tuple>>(first_index + static_cast<int>(I)), ...);
 }
 
+// The general, causal and compact defaults of every kernel head dim (the same config twice where
+// a head dim's defaults coincide: its digest lines repeat).
+template <class Element, int HeadDim>
+using DefaultTriple = std::tuple<typename flashmma::DefaultConfig<Element, HeadDim>::type,
+                                 typename flashmma::DefaultConfig<Element, HeadDim>::causal,
+                                 typename flashmma::DefaultConfig<Element, HeadDim>::compact>;
+template <class Element>
+using AllDefaults = decltype(std::tuple_cat(
+    DefaultTriple<Element, 32>{}, DefaultTriple<Element, 64>{}, DefaultTriple<Element, 96>{},
+    DefaultTriple<Element, 128>{}, DefaultTriple<Element, 160>{}, DefaultTriple<Element, 192>{},
+    DefaultTriple<Element, 224>{}, DefaultTriple<Element, 256>{}));
+
 template <class Tuple>
 int digest_list(int first_index) {
   digest_all<Tuple>(first_index, std::make_index_sequence<std::tuple_size<Tuple>::value>{});
@@ -154,9 +167,8 @@ int digest_list(int first_index) {
 
 int main() {
   int index = 0;
-  index = digest_list<flashmma::test::DefaultFp16Configs>(index);
-  index = digest_list<flashmma::test::DefaultBf16Configs>(index);
-  index = digest_list<flashmma::test::DefaultVariantConfigs>(index);
+  index = digest_list<AllDefaults<__half>>(index);
+  index = digest_list<AllDefaults<__nv_bfloat16>>(index);
   index = digest_list<flashmma::test::CustomConfigs>(index);
   // The default dispatch, at head dims with and without a kernel of their own.
   for (const int64_t head_dim : {8, 40, 64, 128, 200, 256}) {

@@ -117,17 +117,17 @@ template <class Element, int HeadDim>
 using DefaultConfigT = typename DefaultConfig<Element, HeadDim>::type;
 
 // Which of a head dim's three defaults forward() runs.
-enum class DefaultVariant { kGeneral, kCausal, kCompact };
+enum class DefaultTile { kGeneral, kCausal, kCompact };
 
 // The general config, or the causal one under the causal mask; the compact one when the
 // device's per-block shared memory (opt-in) cannot hold that choice.
 template <class Element, int HeadDim>
-constexpr DefaultVariant default_variant(bool causal, std::size_t smem_per_block_optin) {
+constexpr DefaultTile default_tile(bool causal, std::size_t smem_per_block_optin) {
   using Defaults = DefaultConfig<Element, HeadDim>;
   const std::size_t wanted =
       causal ? Defaults::causal::kSmemBytes : Defaults::type::kSmemBytes;
-  if (wanted > smem_per_block_optin) return DefaultVariant::kCompact;
-  return causal ? DefaultVariant::kCausal : DefaultVariant::kGeneral;
+  if (wanted > smem_per_block_optin) return DefaultTile::kCompact;
+  return causal ? DefaultTile::kCausal : DefaultTile::kGeneral;
 }
 
 // The general defaults, one per supported head dim, in order.
@@ -140,7 +140,7 @@ using DefaultConfigsFor =
 
 // The causal and compact defaults that differ from the general ones.
 template <class Element>
-using DefaultVariantConfigsFor =
+using DefaultAlternateConfigsFor =
     std::tuple<typename DefaultConfig<Element, 128>::causal,
                typename DefaultConfig<Element, 192>::causal,
                typename DefaultConfig<Element, 224>::compact,

@@ -10,18 +10,18 @@
 #include "support/test_configs.hpp"
 
 TEMPLATE_LIST_TEST_CASE("forward<Config> matches the reference for the causal and compact defaults",
-                        "[gpu][forward][variants]", flashmma::test::DefaultVariantConfigs) {
+                        "[gpu][forward][default-tiles]", flashmma::test::DefaultAlternateConfigs) {
   flashmma::test::check_config_case_matrix<TestType>();
 }
 
 namespace {
 
-using flashmma::DefaultVariant;
+using flashmma::DefaultTile;
 using flashmma::ForwardParams;
 using flashmma::Status;
 using flashmma::test::AttentionCase;
 
-// Runs forward_default_config<Element, HeadDim> and forward<the config default_variant names
+// Runs forward_default_config<Element, HeadDim> and forward<the config default_tile names
 // for this device> on the same inputs; both are deterministic, so the outputs must be equal
 // bit for bit.
 template <class Element, int HeadDim>
@@ -35,14 +35,14 @@ void check_dispatch(bool causal) {
   flashmma::DeviceInfo device;
   REQUIRE(flashmma::query_device(device).ok());
   Status expected_status;
-  switch (flashmma::default_variant<Element, HeadDim>(causal, device.smem_per_block_optin)) {
-    case DefaultVariant::kGeneral:
+  switch (flashmma::default_tile<Element, HeadDim>(causal, device.smem_per_block_optin)) {
+    case DefaultTile::kGeneral:
       expected_status = flashmma::forward<typename Defaults::type>(t.params);
       break;
-    case DefaultVariant::kCausal:
+    case DefaultTile::kCausal:
       expected_status = flashmma::forward<typename Defaults::causal>(t.params);
       break;
-    case DefaultVariant::kCompact:
+    case DefaultTile::kCompact:
       expected_status = flashmma::forward<typename Defaults::compact>(t.params);
       break;
   }
@@ -61,8 +61,8 @@ void check_dispatch(bool causal) {
 
 }  // namespace
 
-TEST_CASE("forward_default_config runs the variant default_variant names for this device",
-          "[gpu][forward][variants][dispatch]") {
+TEST_CASE("forward_default_config runs the tile default_tile names for this device",
+          "[gpu][forward][default-tiles][dispatch]") {
   SECTION("d = 128, no mask") { check_dispatch<__half, 128>(false); }
   SECTION("d = 128, causal") { check_dispatch<__half, 128>(true); }
   SECTION("d = 256, causal, bf16") { check_dispatch<__nv_bfloat16, 256>(true); }
