@@ -11,8 +11,8 @@
 #pragma once
 
 #if !defined(__CUDACC__)
-#error "flashmma/forward.cuh holds CUDA kernels: include it from a .cu file compiled by nvcc. Host-compiler code may include flashmma/params.hpp, status.hpp, validate.hpp, device.hpp and default_dispatch.hpp, and call a forward() compiled elsewhere (or link flashmma::kernels)."
-#endif
+#error "flashmma/flashmma.cuh and flashmma/forward.cuh hold CUDA kernels: include them from a .cu file compiled by nvcc. Host-compiler code may include flashmma/params.hpp, status.hpp, validate.hpp, device.hpp, default_dispatch.hpp and version.hpp, and call a forward() compiled elsewhere (or link flashmma::kernels)."
+#else  // the whole header: one error above, not a cascade of them
 
 #include <cuda_runtime.h>
 
@@ -196,3 +196,5 @@ template <int kUnused = 0>
 }  // namespace flashmma
 
 #include "flashmma/precompiled_defaults.cuh"  // the defaults from flashmma::kernels, if linked
+
+#endif  // __CUDACC__

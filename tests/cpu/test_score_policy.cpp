@@ -5,6 +5,7 @@
 #include "support/catch.hpp"
 
 #include <flashmma/attention/builtin_policies.hpp>
+#include <flashmma/attention/key_range.hpp>
 #include <flashmma/attention/score_policy.hpp>
 
 #include <cmath>
@@ -34,13 +35,18 @@ static_assert(SlidingWindow::kMasks && !SlidingWindow::kTransformsScores);
 static_assert(Combined<AlibiBias, SlidingWindow>::kMasks &&
               Combined<AlibiBias, SlidingWindow>::kTransformsScores);
 
-// Every visible pair of the block lies in both ranges; all_visible() is true exactly when every
-// pair is visible (the built-in windows are exact, not just safe).
+// Every visible pair of the block lies in both ranges, and in the key and query tiles that cover
+// them; all_visible() is true exactly when every pair is visible (the built-in windows are exact,
+// not just safe).
 template <class Policy>
 void check_block(const Policy& policy, const SequenceLengths& lengths, const IndexRange& queries,
                  const IndexRange& keys) {
   const IndexRange key_range = flashmma::policy_key_range(policy, queries, lengths);
   const IndexRange query_range = flashmma::policy_query_range(policy, keys, lengths);
+  constexpr int64_t kTileKeys = 4, kTileQueries = 3;
+  const flashmma::TileRange key_tiles = flashmma::key_tiles(policy, lengths, queries, kTileKeys);
+  const flashmma::TileRange query_tiles =
+      flashmma::query_tiles(policy, lengths, keys, kTileQueries);
   bool every_pair = true;
   for (int64_t q = queries.begin; q < queries.end; ++q) {
     for (int64_t k = keys.begin; k < keys.end; ++k) {
@@ -50,6 +56,10 @@ void check_block(const Policy& policy, const SequenceLengths& lengths, const Ind
         INFO("query " << q << ", key " << k);
         REQUIRE(key_range.contains(k));
         REQUIRE(query_range.contains(q));
+        REQUIRE(IndexRange{key_tiles.first, key_tiles.first + key_tiles.count}.contains(
+            k / kTileKeys));
+        REQUIRE(IndexRange{query_tiles.first, query_tiles.first + query_tiles.count}.contains(
+            q / kTileQueries));
       }
     }
   }

@@ -6,12 +6,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "support/catch.hpp"
 
+#include "flashmma/default_dispatch.hpp"
 #include "flashmma/forward.cuh"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
@@ -104,21 +104,10 @@ void check_forward_case(const AttentionCase& c, Launch&& launch) {
   require_matches_reference(t);
 }
 
-// "TileConfig<fp16, HeadDim 64, BlockM 128, BlockN 64, 8 warps, 2 stages, XOR swizzle>".
-template <class Config>
-std::string config_name() {
-  std::ostringstream os;
-  os << "TileConfig<" << ElementTraits<typename Config::element_type>::kName << ", HeadDim "
-     << Config::kHeadDim << ", BlockM " << Config::kBlockM << ", BlockN " << Config::kBlockN
-     << ", " << Config::kWarps << " warps, " << Config::kStages << " stages, "
-     << (Config::kSmemLayout == SmemLayout::kXorSwizzle ? "XOR swizzle" : "padded rows") << ">";
-  return os.str();
-}
-
 // One case through forward<Config>.
 template <class Config>
 void check_config_case(const AttentionCase& c) {
-  INFO("config: " << config_name<Config>());
+  INFO("config: " << describe_config<Config>());
   check_forward_case<typename Config::element_type>(
       c, [](const ForwardParams& p) { return forward<Config>(p); });
 }

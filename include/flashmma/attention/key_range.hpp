@@ -19,8 +19,6 @@ namespace flashmma {
 struct TileRange {
   int64_t first = 0;  // absolute index of the first tile
   int count = 0;      // 0: nothing to visit
-
-  FLASHMMA_HOST_DEVICE int64_t absolute(int tile) const { return first + tile; }
 };
 
 // The key tiles of `block_n` keys that hold every key some query of `queries` may see.

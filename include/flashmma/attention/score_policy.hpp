@@ -83,12 +83,6 @@ struct ScorePolicyBase {
 
 // The contract, checked where a kernel is instantiated: one message per broken rule.
 template <class Policy>
-struct IsScorePolicy {
-  static constexpr bool value = std::is_base_of<ScorePolicyBase, Policy>::value &&
-                                std::is_trivially_copyable<Policy>::value;
-};
-
-template <class Policy>
 constexpr bool check_score_policy() {
   static_assert(std::is_base_of<ScorePolicyBase, Policy>::value,
                 "a score policy must derive from flashmma::ScorePolicyBase (which gives every "
