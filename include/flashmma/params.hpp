@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "flashmma/problem_shape.hpp"
+
 namespace flashmma {
 
 // Element type of Q, K, V and O (all four share it). The LSE is always fp32.
@@ -37,13 +39,21 @@ inline TensorStrides bhsd_strides(int64_t seqlen, int64_t heads, int64_t head_di
   return TensorStrides{heads * seqlen * head_dim, seqlen * head_dim, head_dim};
 }
 
-// Everything the forward pass needs. Fill it, call validate() or let forward() do so.
+// Everything the forward pass needs: the problem's shape (batch, seqlen_q, seqlen_k, heads_q,
+// heads_kv, head_dim, from ProblemShape), the tensors, and the attention variant. Fill it, call
+// validate() or let forward() do so.
 //
-//   O[b, s, h, :] = softmax(scale * Q[b, s, h, :] . K[b, :, h / group, :]^T) V[b, :, h / group, :]
-//   LSE[b, h, s]  = log(sum_j exp(scale * Q[b, s, h, :] . K[b, j, h / group, :]))   (natural log)
+//   O[b, s, h, :] = softmax_j(logit(b, h, s, j)) V[b, j, h / group, :]
+//   LSE[b, h, s]  = log(sum_j exp(logit(b, h, s, j)))   (natural log, over visible keys)
+//   logit         = scale * Q[b, s, h, :] . K[b, j, h / group, :], then the softcap, then the
+//                   ALiBi bias; -inf where the mask or the window hides key j from query s
 //
 // with group = heads_q / heads_kv (1: multi-head, heads_q: multi-query, else grouped-query).
-struct ForwardParams {
+// The variant fields follow FlashAttention-2's flash_attn_func (window_size, softcap,
+// alibi_slopes), with masks aligned to the bottom-right corner when seqlen_q != seqlen_k.
+// flashmma::forward(params) runs them as built-in score policies (attention/builtin_policies.hpp);
+// forward<Config, Policy>(params, policy) runs a policy of your own instead.
+struct ForwardParams : ProblemShape {
   ScalarType dtype = ScalarType::kFloat16;
 
   const void* q = nullptr;  // [batch, seqlen_q, heads_q, head_dim] through q_strides
@@ -53,13 +63,8 @@ struct ForwardParams {
   // Optional: fp32 [batch, heads_q, seqlen_q], contiguous. nullptr skips it.
   float* lse = nullptr;
 
-  int64_t batch = 0;
-  int64_t seqlen_q = 0;
-  int64_t seqlen_k = 0;
-  int64_t heads_q = 0;
-  int64_t heads_kv = 0;
-  // Any multiple of 8 up to 256; a kernel built for a larger head dim zero-fills the rest.
-  int64_t head_dim = 0;
+  // The sizes are ProblemShape's. head_dim: any multiple of 8 up to 256; a kernel built for a
+  // larger head dim zero-fills the rest.
 
   TensorStrides q_strides;
   TensorStrides k_strides;
@@ -70,6 +75,23 @@ struct ForwardParams {
   float softmax_scale = std::numeric_limits<float>::quiet_NaN();
 
   MaskKind mask = MaskKind::kNone;
+
+  // Sliding window: query i sees key j iff i + d - window_left <= j <= i + d + window_right,
+  // d = seqlen_k - seqlen_q; -1 leaves that side unbounded. (-1, -1) is no window; (-1, 0) is
+  // the causal mask. With mask == kCausal the window's right side is 0: window_right must be
+  // -1 or 0 there.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+
+  // > 0: each scaled score s becomes softcap * tanh(s / softcap) before the softmax. 0: off.
+  float softcap = 0.f;
+
+  // ALiBi. nullptr: off. Otherwise an fp32 device pointer; the slope of batch entry b and query
+  // head h is alibi_slopes[b * alibi_batch_stride + h], and the score of (i, j) gets
+  // -slope * |i + d - j| added after the softcap. alibi_batch_stride 0 shares one slope per head
+  // across the batch ([heads_q]); heads_q reads a [batch, heads_q] array.
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
 };
 
 }  // namespace flashmma
