@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "flashmma/attention/builtin_policies.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
@@ -26,18 +27,87 @@
 
 namespace flashmma {
 
-// Calls visit(Config{}) with the default config of one kernel head dim that forward() runs for
-// this mask on a device with `smem_per_block_optin` bytes of shared memory per block.
-template <class Element, int HeadDim, class Visitor>
-decltype(auto) visit_default_config(bool causal, std::size_t smem_per_block_optin,
-                                    Visitor&& visit) {
-  using Defaults = DefaultConfig<Element, HeadDim>;
-  switch (default_tile<Element, HeadDim>(causal, smem_per_block_optin)) {
-    case DefaultTile::kCausal: return visit(typename Defaults::causal{});
-    case DefaultTile::kCompact: return visit(typename Defaults::compact{});
-    case DefaultTile::kGeneral: break;
+// The built-in score policy forward(params) runs. Four kernels per config cover every
+// combination of mask, window, softcap and ALiBi that params can ask for:
+//   kFullAttention   no mask, no window, no transform
+//   kCausalMask      the causal mask, or the window (-1, 0), and no transform
+//   kSlidingWindow   any other window (params.window_left / window_right), no transform
+//   kRuntimeVariant  a softcap or ALiBi, with any window or mask (RuntimeVariant's switches)
+enum class BuiltinPolicy : int { kFullAttention, kCausalMask, kSlidingWindow, kRuntimeVariant };
+
+inline const char* builtin_policy_name(BuiltinPolicy policy) {
+  switch (policy) {
+    case BuiltinPolicy::kFullAttention: return "FullAttention";
+    case BuiltinPolicy::kCausalMask: return "CausalMask";
+    case BuiltinPolicy::kSlidingWindow: return "SlidingWindow";
+    case BuiltinPolicy::kRuntimeVariant: return "RuntimeVariant";
   }
-  return visit(typename Defaults::type{});
+  return "?";
+}
+
+// params' window with the causal mask folded in (causal is the window (left, 0)), and a side
+// that hides no key of this problem made unbounded, which changes no result and lets the
+// cheaper kernel run: the left side hides a key only if left < seqlen_k - 1 (the last query's
+// first key is seqlen_k - 1 - left), the right side only if right < seqlen_q - 1 (query 0's last
+// key is seqlen_k - seqlen_q + right). Expects validated params.
+inline SlidingWindow effective_window(const ForwardParams& p) {
+  SlidingWindow window;
+  window.left = p.window_left;
+  window.right = p.mask == MaskKind::kCausal ? 0 : p.window_right;
+  if (window.left >= p.seqlen_k - 1) window.left = -1;
+  if (window.right >= p.seqlen_q - 1) window.right = -1;
+  return window;
+}
+
+// params.softcap and params.alibi_slopes as RuntimeVariant's switches, with the window.
+inline RuntimeVariant runtime_variant(const ForwardParams& p) {
+  RuntimeVariant variant;
+  variant.window = effective_window(p);
+  if (p.softcap > 0.f) variant.softcap = Softcap::with_cap(p.softcap);
+  variant.alibi.slopes = p.alibi_slopes;
+  variant.alibi.batch_stride = p.alibi_batch_stride;
+  return variant;
+}
+
+// Expects validated params.
+inline BuiltinPolicy builtin_policy_for(const ForwardParams& p) {
+  if (p.softcap > 0.f || p.alibi_slopes != nullptr) return BuiltinPolicy::kRuntimeVariant;
+  const SlidingWindow window = effective_window(p);
+  if (window.left < 0 && window.right < 0) return BuiltinPolicy::kFullAttention;
+  if (window.left < 0 && window.right == 0) return BuiltinPolicy::kCausalMask;
+  return BuiltinPolicy::kSlidingWindow;
+}
+
+// Calls visit(policy) with the built-in policy forward(params) runs, as its own type.
+template <class Visitor>
+decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit) {
+  switch (builtin_policy_for(p)) {
+    case BuiltinPolicy::kCausalMask: return visit(CausalMask{});
+    case BuiltinPolicy::kSlidingWindow: return visit(effective_window(p));
+    case BuiltinPolicy::kRuntimeVariant: return visit(runtime_variant(p));
+    case BuiltinPolicy::kFullAttention: break;
+  }
+  return visit(FullAttention{});
+}
+
+// Whether a policy's blocks do uneven work, as masked ones do: they take the default's masked
+// tile (DefaultTile::kCausal) and the heaviest-first block order.
+inline bool builtin_policy_masks(BuiltinPolicy policy) {
+  return policy != BuiltinPolicy::kFullAttention;
+}
+
+// Calls visit(Config{}) with the default config of one kernel head dim that forward() runs for
+// a masked (kMasked) or unmasked policy on a device with `smem_per_block_optin` bytes of shared
+// memory per block. kMasked is a template argument so that a dispatch instantiates only the two
+// configs a policy can run on (its preferred one and the compact fallback), not all three.
+template <class Element, int HeadDim, bool kMasked, class Visitor>
+decltype(auto) visit_default_config(std::size_t smem_per_block_optin, Visitor&& visit) {
+  using Defaults = DefaultConfig<Element, HeadDim>;
+  using Preferred = std::conditional_t<kMasked, typename Defaults::causal, typename Defaults::type>;
+  if (default_tile<Element, HeadDim>(kMasked, smem_per_block_optin) == DefaultTile::kCompact) {
+    return visit(typename Defaults::compact{});
+  }
+  return visit(Preferred{});
 }
 
 // Calls visit(std::integral_constant<int, D>{}) for the kernel head dim D that serves
@@ -79,22 +149,26 @@ std::string describe_config() {
                                                     const DeviceInfo& device,
                                                     std::string& description) {
   if (Status s = validate_params(params); !s) return s;
-  const bool causal = params.mask == MaskKind::kCausal;
+  const BuiltinPolicy policy = builtin_policy_for(params);
+  const bool masked = builtin_policy_masks(policy);
   const auto describe = [&](auto element_tag) {
     using Element = decltype(element_tag);
     return visit_kernel_head_dim(
         params.head_dim,
         [&](auto head_dim) {
-          return visit_default_config<Element, decltype(head_dim)::value>(
-              causal, device.smem_per_block_optin,
-              [](auto config) { return describe_config<decltype(config)>(); });
+          constexpr int kHeadDim = decltype(head_dim)::value;
+          const auto name = [](auto config) { return describe_config<decltype(config)>(); };
+          return masked ? visit_default_config<Element, kHeadDim, true>(
+                              device.smem_per_block_optin, name)
+                        : visit_default_config<Element, kHeadDim, false>(
+                              device.smem_per_block_optin, name);
         },
         [] { return std::string(); });
   };
   description = params.dtype == ScalarType::kFloat16 ? describe(__half{})
                                                      : describe(__nv_bfloat16{});
-  description = "sm80::ForwardKernel<" + description +
-                (causal ? ", CausalMask, HeaviestFirstScheduler>" : ", FullAttention, PlainScheduler>");
+  description = "sm80::ForwardKernel<" + description + ", " + builtin_policy_name(policy) +
+                (masked ? ", HeaviestFirstScheduler>" : ", PlainScheduler>");
   return Status::success();
 }
 

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The forward pass entry points.
 //
-//   flashmma::forward<Config>(params, stream)  runs the kernel of one TileConfig;
+//   flashmma::forward<Config>(params, stream)  runs one TileConfig with the built-in policy
+//                                              params ask for (mask, window, softcap, ALiBi);
+//   flashmma::forward<Config, Policy>(params, policy, stream)
+//                                              runs one TileConfig with your own score policy;
 //   flashmma::forward(params, stream)          picks the default config for dtype, head dim,
-//                                              mask and device (traits/default_configs.hpp).
+//                                              policy and device (traits/default_configs.hpp).
 //
 // Both validate everything first and return an error Status without launching or writing
 // anything when an argument is wrong. A launch failure is returned too. Faults during the kernel
@@ -109,17 +112,18 @@ Status launch_forward(const ForwardParams& params, const Policy& policy, const D
   return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
 }
 
-// The built-in mask of params.mask as a score policy.
+// The built-in policy of params' mask, window, softcap and ALiBi (default_dispatch.hpp).
 template <class Config>
 Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cudaStream_t stream) {
-  if (params.mask == MaskKind::kCausal) {
-    return launch_forward<Config>(params, CausalMask{}, device, stream);
-  }
-  return launch_forward<Config>(params, FullAttention{}, device, stream);
+  return visit_builtin_policy(params, [&](const auto& policy) {
+    return launch_forward<Config>(params, policy, device, stream);
+  });
 }
 
 }  // namespace detail
 
+// Runs Config with the built-in policy params ask for: four kernels are compiled, one per
+// BuiltinPolicy (default_dispatch.hpp).
 template <class Config>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
@@ -131,42 +135,42 @@ template <class Config>
 }
 
 // Runs Config's kernel with your own score policy (attention/score_policy.hpp): exactly one
-// kernel is compiled. params.mask must be MaskKind::kNone: a policy that wants the causal mask
-// says so itself (Combined<MyPolicy, CausalMask>).
+// kernel is compiled. params.mask must be MaskKind::kNone and params' window, softcap and ALiBi
+// fields unset: a policy that wants the causal mask or a built-in says so itself
+// (Combined<MyPolicy, CausalMask>).
 template <class Config, class Policy>
 [[nodiscard]] Status forward(const ForwardParams& params, const Policy& policy,
                              cudaStream_t stream = nullptr) {
   static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
   if (Status s = validate_params(params); !s) return s;
-  if (params.mask != MaskKind::kNone) {
-    return detail::invalid(
-        "mask must be MaskKind::kNone when a score policy is given; put the causal mask in "
-        "the policy instead (flashmma::Combined<YourPolicy, flashmma::CausalMask>)");
-  }
+  if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
   if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
   return detail::launch_forward<Config>(params, policy, device, stream);
 }
 
-// Runs the default of one kernel head dim (traits/default_configs.hpp): the general config, the
-// causal one under the causal mask, or the compact one on a GPU whose per-block shared memory
-// cannot hold those. A translation unit that calls it compiles the head dim's distinct defaults
-// (two to four kernels).
+// Runs the default of one kernel head dim (traits/default_configs.hpp): the built-in policy
+// params ask for, on the general config when it masks nothing, on the causal one when it does,
+// or on the compact one on a GPU whose per-block shared memory cannot hold those. A translation
+// unit that calls it compiles four to eight kernels: one per BuiltinPolicy and config it may run.
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  return visit_default_config<Element, HeadDim>(
-      params.mask == MaskKind::kCausal, device.smem_per_block_optin, [&](auto config) {
-        // forward<Config> on the device already queried.
-        using Config = decltype(config);
-        if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
-        return detail::launch_forward<Config>(params, device, stream);
-      });
+  return visit_builtin_policy(params, [&](const auto& policy) {
+    using Policy = std::decay_t<decltype(policy)>;
+    return visit_default_config<Element, HeadDim, Policy::kMasks>(
+        device.smem_per_block_optin, [&](auto config) {
+          // forward<Config, Policy> on the device already queried.
+          using Config = decltype(config);
+          if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
+          return detail::launch_forward<Config>(params, policy, device, stream);
+        });
+  });
 }
 
 namespace detail {
@@ -184,8 +188,8 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types (48 kernels); call forward<Config> to compile just one config (two kernels, one
-// per mask). It is a template only so that merely including this header instantiates nothing.
+// element types with every built-in policy it runs on (KERNELS kernels); call forward<Config> to
+// compile just one config (four kernels), or link flashmma::kernels to compile none. It is a template only so that merely including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;

@@ -102,9 +102,82 @@ inline Status check_tensor(const char* name, const void* ptr, const TensorStride
   return Status::success();
 }
 
+// The window, softcap and ALiBi fields (FlashAttention-2's window_size, softcap, alibi_slopes).
+inline Status check_variant(const ForwardParams& p) {
+  const struct {
+    const char* name;
+    int64_t value;
+  } sides[] = {{"window_left", p.window_left}, {"window_right", p.window_right}};
+  for (const auto& side : sides) {
+    if (side.value < -1) {
+      std::ostringstream os;
+      os << side.name << " must be -1 (unbounded) or a number of keys >= 0 (got " << side.value
+         << ")";
+      return invalid(os.str());
+    }
+  }
+  if (p.mask == MaskKind::kCausal && p.window_right > 0) {
+    std::ostringstream os;
+    os << "window_right must be -1 or 0 when mask is MaskKind::kCausal (the causal mask is the "
+       << "window (window_left, 0)); got " << p.window_right
+       << ": use mask MaskKind::kNone with the window you want";
+    return invalid(os.str());
+  }
+  if (!(std::isfinite(p.softcap) && p.softcap >= 0.f)) {
+    std::ostringstream os;
+    os << "softcap must be 0 (off) or a positive finite number (got " << p.softcap << ")";
+    return invalid(os.str());
+  }
+  if (p.alibi_slopes == nullptr) {
+    if (p.alibi_batch_stride != 0) {
+      return invalid("alibi_batch_stride is set but alibi_slopes is null: give the slopes, or "
+                     "leave alibi_batch_stride 0");
+    }
+    return Status::success();
+  }
+  if (reinterpret_cast<std::uintptr_t>(p.alibi_slopes) % alignof(float) != 0) {
+    return invalid("alibi_slopes must be 4-byte aligned (an fp32 array of [heads_q] or "
+                   "[batch, heads_q] slopes)");
+  }
+  if (p.alibi_batch_stride != 0 && p.alibi_batch_stride < p.heads_q) {
+    std::ostringstream os;
+    os << "alibi_batch_stride must be 0 (one slope per head, shared by the batch: [heads_q]) or "
+       << "at least heads_q = " << p.heads_q << " (a [batch, heads_q] array); got "
+       << p.alibi_batch_stride;
+    return invalid(os.str());
+  }
+  return Status::success();
+}
+
+// forward<Config, Policy> runs the caller's policy alone: built-in variant fields would be
+// silently ignored there, so they are refused.
+inline Status validate_no_builtin_variant(const ForwardParams& p) {
+  if (p.mask != MaskKind::kNone) {
+    return invalid(
+        "mask must be MaskKind::kNone when a score policy is given; put the causal mask in "
+        "the policy instead (flashmma::Combined<YourPolicy, flashmma::CausalMask>)");
+  }
+  if (p.window_left != -1 || p.window_right != -1) {
+    return invalid(
+        "window_left and window_right must be -1 when a score policy is given; put the window "
+        "in the policy instead (flashmma::Combined<YourPolicy, flashmma::SlidingWindow>)");
+  }
+  if (p.softcap != 0.f) {
+    return invalid(
+        "softcap must be 0 when a score policy is given; put it in the policy instead "
+        "(flashmma::Combined<flashmma::Softcap, YourPolicy>)");
+  }
+  if (p.alibi_slopes != nullptr) {
+    return invalid(
+        "alibi_slopes must be null when a score policy is given; put ALiBi in the policy "
+        "instead (flashmma::Combined<YourPolicy, flashmma::AlibiBias>)");
+  }
+  return Status::success();
+}
+
 }  // namespace detail
 
-// Checks the call alone: pointers, sizes, strides, scale, mask.
+// Checks the call alone: pointers, sizes, strides, scale, mask, window, softcap, ALiBi.
 [[nodiscard]] inline Status validate_params(const ForwardParams& p) {
   if (p.dtype != ScalarType::kFloat16 && p.dtype != ScalarType::kBFloat16) {
     return detail::invalid("dtype must be ScalarType::kFloat16 or ScalarType::kBFloat16");
@@ -159,7 +232,7 @@ inline Status check_tensor(const char* name, const void* ptr, const TensorStride
   if (p.mask != MaskKind::kNone && p.mask != MaskKind::kCausal) {
     return detail::invalid("mask must be MaskKind::kNone or MaskKind::kCausal");
   }
-  return Status::success();
+  return detail::check_variant(p);
 }
 
 // Checks that a kernel configuration can serve the call.

@@ -388,3 +388,121 @@ TEST_CASE("Every message starts with the library's name", "[validate]") {
   CHECK_THAT(flashmma::validate_for_device({70, 0}, kFp16HeadDim64).message(),
              Catch::StartsWith("flashmma: "));
 }
+
+// --- the variant fields (window, softcap, ALiBi) --------------------------------------------------
+
+constexpr std::uintptr_t kSlopesAddress = 0x60000;
+
+const float* fake_slopes(std::uintptr_t address) { return reinterpret_cast<const float*>(address); }
+
+TEST_CASE("Valid variant fields pass", "[validate][variant]") {
+  ForwardParams p = valid_params();
+  SECTION("windows") {
+    for (const auto& window : {std::pair<int64_t, int64_t>{-1, -1}, {0, 0}, {-1, 0}, {16, 3},
+                               {100000, -1}}) {
+      p.window_left = window.first;
+      p.window_right = window.second;
+      CHECK(flashmma::validate_params(p).ok());
+    }
+  }
+  SECTION("causal with a left window, right -1 or 0") {
+    p.mask = MaskKind::kCausal;
+    p.window_left = 64;
+    for (int64_t right : {-1, 0}) {
+      p.window_right = right;
+      CHECK(flashmma::validate_params(p).ok());
+    }
+  }
+  SECTION("softcap and ALiBi, per head and per batch entry") {
+    p.softcap = 30.f;
+    p.alibi_slopes = fake_slopes(kSlopesAddress);
+    CHECK(flashmma::validate_params(p).ok());
+    p.alibi_batch_stride = p.heads_q;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+}
+
+TEST_CASE("Windows below -1 are rejected by side", "[validate][variant]") {
+  ForwardParams p = valid_params();
+  SECTION("left") {
+    p.window_left = -2;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("window_left must be -1 (unbounded)") && Contains("-2"));
+  }
+  SECTION("right") {
+    p.window_right = -5;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("window_right must be -1 (unbounded)") && Contains("-5"));
+  }
+}
+
+TEST_CASE("The causal mask takes no right window", "[validate][variant]") {
+  ForwardParams p = valid_params();
+  p.mask = MaskKind::kCausal;
+  p.window_right = 8;
+  const Status s = flashmma::validate_params(p);
+  CHECK(s.code() == ErrorCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("window_right must be -1 or 0 when mask is MaskKind::kCausal"));
+}
+
+TEST_CASE("softcap must be 0 or positive and finite", "[validate][variant]") {
+  for (float cap : {-1.f, -0.5f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(cap);
+    ForwardParams p = valid_params();
+    p.softcap = cap;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("softcap must be 0 (off) or a positive finite number"));
+  }
+}
+
+TEST_CASE("ALiBi slopes: alignment and batch stride", "[validate][variant]") {
+  ForwardParams p = valid_params();
+  SECTION("misaligned slopes") {
+    p.alibi_slopes = fake_slopes(kSlopesAddress + 2);
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("alibi_slopes must be 4-byte aligned"));
+  }
+  SECTION("a batch stride shorter than a row of heads") {
+    p.alibi_slopes = fake_slopes(kSlopesAddress);
+    p.alibi_batch_stride = p.heads_q - 1;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("alibi_batch_stride must be 0") && Contains("heads_q = 8"));
+  }
+  SECTION("a batch stride without slopes") {
+    p.alibi_batch_stride = p.heads_q;
+    const Status s = flashmma::validate_params(p);
+    CHECK(s.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("alibi_batch_stride is set but alibi_slopes is null"));
+  }
+}
+
+TEST_CASE("A caller's own policy refuses the built-in variant fields", "[validate][variant]") {
+  ForwardParams p = valid_params();
+  CHECK(flashmma::detail::validate_no_builtin_variant(p).ok());
+  SECTION("mask") {
+    p.mask = MaskKind::kCausal;
+    CHECK_THAT(flashmma::detail::validate_no_builtin_variant(p).message(),
+               Contains("mask must be MaskKind::kNone when a score policy is given"));
+  }
+  SECTION("window") {
+    p.window_left = 4;
+    CHECK_THAT(flashmma::detail::validate_no_builtin_variant(p).message(),
+               Contains("window_left and window_right must be -1"));
+  }
+  SECTION("softcap") {
+    p.softcap = 2.f;
+    CHECK_THAT(flashmma::detail::validate_no_builtin_variant(p).message(),
+               Contains("softcap must be 0 when a score policy is given"));
+  }
+  SECTION("ALiBi") {
+    p.alibi_slopes = fake_slopes(kSlopesAddress);
+    CHECK_THAT(flashmma::detail::validate_no_builtin_variant(p).message(),
+               Contains("alibi_slopes must be null when a score policy is given"));
+  }
+}

@@ -9,6 +9,9 @@
 //   AlibiBias{slopes, stride} adds -slope(b, h) * |i + d - j| to the scaled score
 //   Softcap{cap}              cap * tanh(score / cap), on the scaled score
 //   Combined<A, B>            visible where both are; B's transform applied after A's
+//   RuntimeVariant            a window, a softcap and ALiBi, each switched on or off at run time:
+//                             the one kernel flashmma::forward(params) runs for every combination
+//                             of params.softcap and params.alibi_slopes
 //
 // FlashAttention-2 applies the softcap to the scaled score, then the ALiBi bias, then the mask:
 // Combined<Softcap, Combined<AlibiBias, SlidingWindow>> is that order.
@@ -150,6 +153,49 @@ struct Combined : ScorePolicyBase {
                                         const SequenceLengths& lengths) const {
     return policy_all_visible(first, queries, keys, lengths) &&
            policy_all_visible(second, queries, keys, lengths);
+  }
+};
+
+// FlashAttention-2's variants with their switches read at run time: the window (unbounded on both
+// sides: no mask but the sequence's end), then the softcap if cap > 0, then ALiBi if slopes is
+// not null, in FlashAttention-2's order. The default dispatch compiles this one policy instead of
+// a kernel per combination; the switches are uniform across the grid, so a switched-off transform
+// costs a predicted branch per score, and the scale is applied on its own (one multiply per
+// score) instead of being folded into the exponent. A call that wants speed for one fixed
+// combination compiles that combination: forward<Config, Combined<Softcap, SlidingWindow>>.
+struct RuntimeVariant : ScorePolicyBase {
+  static constexpr bool kMasks = true;
+  static constexpr bool kTransformsScores = true;
+
+  SlidingWindow window;
+  Softcap softcap;  // off when softcap.cap == 0
+  AlibiBias alibi;  // off when alibi.slopes == nullptr
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
+    return window.visible(c, lengths);
+  }
+
+  FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
+                                       const SequenceLengths& lengths) const {
+    float score = scaled_score;
+    if (softcap.cap > 0.f) score = softcap.transform(score, c, lengths);
+    if (alibi.slopes != nullptr) score = alibi.transform(score, c, lengths);
+    return score;
+  }
+
+  FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,
+                                            const SequenceLengths& lengths) const {
+    return window.key_range(queries, lengths);
+  }
+
+  FLASHMMA_HOST_DEVICE IndexRange query_range(const IndexRange& keys,
+                                              const SequenceLengths& lengths) const {
+    return window.query_range(keys, lengths);
+  }
+
+  FLASHMMA_HOST_DEVICE bool all_visible(const IndexRange& queries, const IndexRange& keys,
+                                        const SequenceLengths& lengths) const {
+    return window.all_visible(queries, keys, lengths);
   }
 };
 

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// Which built-in policy and config flashmma::forward(params) runs (default_dispatch.hpp): the
+// mask, window, softcap and ALiBi fields to one of four kernels per config, the exact
+// normalisation of windows that hide nothing, and the description of the kernel.
+#include "support/catch.hpp"
+
+#include <flashmma/default_dispatch.hpp>
+#include <flashmma/params.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace {
+
+using Catch::Contains;
+using flashmma::BuiltinPolicy;
+using flashmma::ForwardParams;
+using flashmma::MaskKind;
+
+ForwardParams params(int64_t seqlen_q, int64_t seqlen_k) {
+  ForwardParams p;
+  p.batch = 1;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = 4;
+  p.heads_kv = 4;
+  p.head_dim = 128;
+  return p;
+}
+
+const float* fake_slopes() { return reinterpret_cast<const float*>(0x60000); }
+
+}  // namespace
+
+TEST_CASE("The fields choose one of four built-in policies", "[dispatch]") {
+  ForwardParams p = params(1000, 1000);
+  CHECK(flashmma::builtin_policy_for(p) == BuiltinPolicy::kFullAttention);
+  p.mask = MaskKind::kCausal;
+  CHECK(flashmma::builtin_policy_for(p) == BuiltinPolicy::kCausalMask);
+  p.window_right = 0;  // the causal mask spelled twice
+  CHECK(flashmma::builtin_policy_for(p) == BuiltinPolicy::kCausalMask);
+  p.window_left = 256;
+  CHECK(flashmma::builtin_policy_for(p) == BuiltinPolicy::kSlidingWindow);
+
+  ForwardParams window = params(1000, 1000);
+  window.window_left = -1;
+  window.window_right = 0;  // causal spelled as a window
+  CHECK(flashmma::builtin_policy_for(window) == BuiltinPolicy::kCausalMask);
+  window.window_right = 3;
+  CHECK(flashmma::builtin_policy_for(window) == BuiltinPolicy::kSlidingWindow);
+
+  ForwardParams capped = params(1000, 1000);
+  capped.softcap = 30.f;
+  CHECK(flashmma::builtin_policy_for(capped) == BuiltinPolicy::kRuntimeVariant);
+  ForwardParams alibi = params(1000, 1000);
+  alibi.alibi_slopes = fake_slopes();
+  alibi.mask = MaskKind::kCausal;
+  CHECK(flashmma::builtin_policy_for(alibi) == BuiltinPolicy::kRuntimeVariant);
+}
+
+TEST_CASE("RuntimeVariant carries the fields as its switches", "[dispatch]") {
+  ForwardParams p = params(64, 80);
+  p.mask = MaskKind::kCausal;
+  p.window_left = 10;
+  p.softcap = 20.f;
+  p.alibi_slopes = fake_slopes();
+  p.alibi_batch_stride = 4;
+  const flashmma::RuntimeVariant variant = flashmma::runtime_variant(p);
+  CHECK(variant.window.left == 10);
+  CHECK(variant.window.right == 0);
+  CHECK(variant.softcap.cap == 20.f);
+  CHECK(variant.softcap.inverse_cap == 1.f / 20.f);
+  CHECK(variant.alibi.slopes == fake_slopes());
+  CHECK(variant.alibi.batch_stride == 4);
+
+  // Switched off: the transform is the identity.
+  const flashmma::RuntimeVariant off = flashmma::runtime_variant(params(64, 80));
+  const flashmma::SequenceLengths lengths{64, 80};
+  CHECK(off.transform(1.25f, {0, 0, 3, 7}, lengths) == 1.25f);
+}
+
+// A side is made unbounded only when it hides no key of the problem, so the result is the same.
+TEST_CASE("Windows that hide nothing run as no window", "[dispatch]") {
+  for (const auto& lengths : {std::pair<int64_t, int64_t>{100, 100}, {37, 300}, {300, 37}}) {
+    const int64_t seqlen_q = lengths.first;
+    const int64_t seqlen_k = lengths.second;
+    CAPTURE(seqlen_q, seqlen_k);
+    ForwardParams p = params(seqlen_q, seqlen_k);
+    const flashmma::SequenceLengths sequence{seqlen_q, seqlen_k};
+    for (int64_t left : {int64_t{0}, seqlen_k - 2, seqlen_k - 1, seqlen_k, int64_t{-1}}) {
+      for (int64_t right : {int64_t{0}, seqlen_q - 2, seqlen_q - 1, int64_t{100000}}) {
+        p.window_left = left;
+        p.window_right = right;
+        const flashmma::SlidingWindow raw{{}, left, right};
+        const flashmma::SlidingWindow normalised = flashmma::effective_window(p);
+        bool same = true;
+        for (int64_t i = 0; i < seqlen_q; ++i) {
+          for (int64_t j = 0; j < seqlen_k; ++j) {
+            same = same && raw.visible({0, 0, i, j}, sequence) ==
+                               normalised.visible({0, 0, i, j}, sequence);
+          }
+        }
+        CAPTURE(left, right, normalised.left, normalised.right);
+        CHECK(same);
+        CHECK((normalised.left == -1) == (left == -1 || left >= seqlen_k - 1));
+        CHECK((normalised.right == -1) == (right == -1 || right >= seqlen_q - 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("describe_default_kernel names the policy, config and block order", "[dispatch]") {
+  ForwardParams p = params(4096, 4096);
+  p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000);
+  p.o = reinterpret_cast<void*>(0x20000);
+  p.q_strides = p.k_strides = p.v_strides = p.o_strides =
+      flashmma::bshd_strides(4096, 4, 128);
+  const flashmma::DeviceInfo hopper{90, 227 * 1024, 50 * 1024 * 1024};
+  std::string kernel;
+  REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+  CHECK_THAT(kernel, Contains("FullAttention, PlainScheduler>") && Contains("BlockM 256"));
+
+  p.window_left = 512;
+  p.window_right = 0;
+  REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+  CHECK_THAT(kernel, Contains("SlidingWindow, HeaviestFirstScheduler>") && Contains("BlockM 128"));
+
+  p.softcap = 50.f;
+  REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+  CHECK_THAT(kernel, Contains("RuntimeVariant, HeaviestFirstScheduler>"));
+
+  p.softcap = -1.f;
+  CHECK_FALSE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+}
