@@ -7,10 +7,17 @@
 // default without -arch, or CMake's default CUDA_ARCHITECTURES) is JIT-compiled by the driver for
 // an sm_90 GPU, and cudaFuncAttributes::binaryVersion then reports 90. ptxVersion keeps the
 // virtual architecture the code came from, so both are checked.
+//
+// Code for sm_90 and code for sm_90a both report 90 there, yet wgmma exists only in the second.
+// For a kernel written for an architecture-specific target, the launch path (launch.cuh) also
+// asks a probe kernel compiled in the same module: its static shared memory is
+// kArchSpecificMarkerBytes only in the sm_90a pass, so cudaFuncGetAttributes tells the two
+// apart without launching anything (and so also under stream capture).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 #include "flashmma/device.hpp"
@@ -49,6 +56,30 @@ inline Status check_kernel_image(const void* kernel, int min_compute_capability,
             architecture_build_hint(min_compute_capability));
   }
   return Status::success();
+}
+
+// The static shared memory of the architecture-feature probe in an sm_90a module.
+inline constexpr int kArchSpecificMarkerBytes = 48;
+
+// Ok when the module of `probe` (launch.cuh's arch_feature_probe, instantiated beside the
+// kernel) was compiled with sm_90a's architecture-specific features.
+inline Status check_arch_specific_image(const void* probe, const char* arch_name,
+                                        const char* kernel_name) {
+  cudaFuncAttributes attributes{};
+  if (Status s = cuda_status(cudaFuncGetAttributes(&attributes, probe), "cudaFuncGetAttributes");
+      !s)
+    return s;
+  if (attributes.sharedSizeBytes == static_cast<std::size_t>(kArchSpecificMarkerBytes)) {
+    return Status::success();
+  }
+  return Status::error(
+      ErrorCode::kUnsupportedDevice,
+      std::string("flashmma: ") + kernel_name + " is written for " + arch_name +
+          " but the code this GPU loaded was compiled for sm_" +
+          std::to_string(attributes.binaryVersion) +
+          " without the architecture-specific features (wgmma, setmaxnreg), so its body is "
+          "compiled out; build for " + arch_name + ": nvcc -arch=" + arch_name +
+          ", or CMake's CUDA_ARCHITECTURES \"" + std::string(arch_name).substr(3) + "\"");
 }
 
 }  // namespace detail

@@ -21,6 +21,7 @@
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/device.hpp"
 #include "flashmma/kernel_image.hpp"
+#include "flashmma/macros.hpp"
 #include "flashmma/status.hpp"
 
 namespace flashmma {
@@ -33,6 +34,21 @@ __global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocksPerSm)
 
 namespace detail {
 
+// Never launched: cudaFuncGetAttributes reads its static shared memory, which says whether its
+// module, the kernel's, holds sm_90a code (kernel_image.hpp). A template on the kernel so that it
+// is compiled in the kernel's own translation unit and module.
+template <class Kernel>
+__global__ void arch_feature_probe(int* sink) {
+#if defined(FLASHMMA_SM90A_ENABLED)
+  __shared__ int marker[kArchSpecificMarkerBytes / sizeof(int)];
+  marker[threadIdx.x % (kArchSpecificMarkerBytes / sizeof(int))] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  sink[threadIdx.x] = marker[(threadIdx.x + 1) % (kArchSpecificMarkerBytes / sizeof(int))];
+#else
+  (void)sink;
+#endif
+}
+
 template <class Kernel>
 Status launch_kernel(const typename Kernel::Params& params, const GridShape& grid,
                      cudaStream_t stream) {
@@ -42,6 +58,12 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
                                     Kernel::arch_tag::kMinComputeCapability, Kernel::kName);
       !s)
     return s;
+  if constexpr (Kernel::arch_tag::kArchSpecific) {
+    if (Status s = check_arch_specific_image(reinterpret_cast<const void*>(arch_feature_probe<Kernel>),
+                                             Kernel::arch_tag::kName, Kernel::kName);
+        !s)
+      return s;
+  }
   if (Status s = cuda_status(
           cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(Kernel::kSmemBytes)),
