@@ -15,8 +15,12 @@
 
 namespace flashmma_bench {
 
+// An entry's description of Config, without its launch function: taking the address of a
+// function template instantiates its kernels, so each entry names only the function it runs.
+// (For "default", forward<Config> of its general tile would add the three masked policies' kernels,
+// which the dispatch runs on its masked tile where that is another.)
 template <class Config>
-ConfigEntry make_entry(std::string name) {
+ConfigEntry describe_entry(std::string name) {
   ConfigEntry entry;
   entry.name = std::move(name);
   entry.dtype = Config::kScalarType;
@@ -28,6 +32,12 @@ ConfigEntry make_entry(std::string name) {
   entry.min_blocks_per_sm = Config::kMinBlocksPerSm;
   entry.smem_bytes = Config::kSmemBytes;
   entry.shape = shape_name<Config>();
+  return entry;
+}
+
+template <class Config>
+ConfigEntry make_entry(std::string name) {
+  ConfigEntry entry = describe_entry<Config>(std::move(name));
   entry.launch = &flashmma::forward<Config>;
   return entry;
 }
@@ -37,7 +47,7 @@ ConfigEntry make_entry(std::string name) {
 template <class Element, int HeadDim>
 ConfigEntry make_default_entry() {
   using Defaults = flashmma::DefaultConfig<Element, HeadDim>;
-  ConfigEntry entry = make_entry<typename Defaults::type>(kDefaultName);
+  ConfigEntry entry = describe_entry<typename Defaults::type>(kDefaultName);
   if (!std::is_same_v<typename Defaults::causal, typename Defaults::type>) {
     entry.shape += " causal:" + shape_name<typename Defaults::causal>();
   }
