@@ -5,6 +5,10 @@
 // recomputed in fp64 on the device (one thread per row) and compared on the host by the tests'
 // rule for O, a relative L2 error of at most Tolerance<Element>::kRelativeL2 (2e-3 for fp16,
 // 1.6e-2 for bf16).
+//
+// That reference knows the causal mask only. A row with a sliding window, a softcap or ALiBi is
+// recomputed by variant_reference_row below instead, the same fp64 computation with the variant
+// applied as params.hpp defines it, so that a kernel which ignores a variant field fails.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,11 +45,90 @@ __host__ __device__ inline int64_t checked_row(int r, int rows, int64_t total) {
                               static_cast<double>(rows - 1));
 }
 
+// The variant fields of ForwardParams, as the reference applies them.
+struct ScoreVariant {
+  int64_t window_left = -1;   // -1: unbounded
+  int64_t window_right = -1;  // -1: unbounded (the causal mask makes it 0)
+  double softcap = 0.0;       // 0: off
+  const float* alibi_slopes = nullptr;  // device; nullptr: off
+  int64_t alibi_batch_stride = 0;
+
+  __host__ __device__ bool any() const {
+    return window_left >= 0 || window_right >= 0 || softcap > 0.0 || alibi_slopes != nullptr;
+  }
+};
+
+inline ScoreVariant score_variant(const flashmma::ForwardParams& p) {
+  return ScoreVariant{p.window_left, p.window_right, static_cast<double>(p.softcap),
+                      p.alibi_slopes, p.alibi_batch_stride};
+}
+
+// Output row (b, h, i) in fp64 under a variant: query i sees keys [i + d - left, i + d + right],
+// d = seqlen_k - seqlen_q; its logit for key j is the scaled score s, then softcap *
+// tanh(s / softcap), then - slope(b, h) * |i + d - j|. A row that sees no key is O = 0. The same
+// two passes as the tests' reference_row, over the visible keys only.
+template <class Element>
+__device__ void variant_reference_row(const flashmma::test::ReferenceProblem<Element>& p,
+                                      const ScoreVariant& variant, int64_t b, int64_t h,
+                                      int64_t i, double* out) {
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  const int dim = static_cast<int>(p.head_dim);
+  if (dim < 1 || dim > flashmma::test::kReferenceMaxHeadDim) {
+    for (int x = 0; x < dim; ++x) out[x] = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  const int64_t diagonal = i + p.seqlen_k - p.seqlen_q;
+  const int64_t right = p.causal ? 0 : variant.window_right;
+  const int64_t first = diagonal - variant.window_left;
+  const int64_t key_begin = variant.window_left < 0 || first < 0 ? 0 : first;
+  const int64_t last = diagonal + right;
+  const int64_t key_end = right < 0 || last + 1 > p.seqlen_k ? p.seqlen_k : last + 1;
+  if (key_end <= key_begin) {
+    for (int x = 0; x < dim; ++x) out[x] = 0.0;
+    return;
+  }
+
+  double query[flashmma::test::kReferenceMaxHeadDim];
+  const Element* q_row = p.q + flashmma::test::element_offset(p.q_strides, b, i, h);
+  for (int x = 0; x < dim; ++x) query[x] = flashmma::test::to_double(q_row[x]);
+  const double slope = variant.alibi_slopes == nullptr
+                           ? 0.0
+                           : static_cast<double>(
+                                 variant.alibi_slopes[b * variant.alibi_batch_stride + h]);
+
+  const int64_t kv_head = flashmma::test::kv_head_for(p, h);
+  const Element* k_head = p.k + flashmma::test::element_offset(p.k_strides, b, 0, kv_head);
+  const Element* v_head = p.v + flashmma::test::element_offset(p.v_strides, b, 0, kv_head);
+  auto logit = [&](int64_t j) {
+    const Element* k_row = k_head + j * p.k_strides.row;
+    double dot = 0.0;
+    for (int x = 0; x < dim; ++x) dot += query[x] * flashmma::test::to_double(k_row[x]);
+    double score = p.softmax_scale * dot;
+    if (variant.softcap > 0.0) score = variant.softcap * tanh(score / variant.softcap);
+    return score - slope * fabs(static_cast<double>(diagonal - j));
+  };
+
+  double row_max = -kInfinity;
+  for (int64_t j = key_begin; j < key_end; ++j) row_max = fmax(row_max, logit(j));
+  double accumulator[flashmma::test::kReferenceMaxHeadDim];
+  for (int x = 0; x < dim; ++x) accumulator[x] = 0.0;
+  double row_sum = 0.0;
+  for (int64_t j = key_begin; j < key_end; ++j) {
+    const double probability = exp(logit(j) - row_max);
+    row_sum += probability;
+    const Element* v_row = v_head + j * p.v_strides.row;
+    for (int x = 0; x < dim; ++x) {
+      accumulator[x] += probability * flashmma::test::to_double(v_row[x]);
+    }
+  }
+  for (int x = 0; x < dim; ++x) out[x] = accumulator[x] / row_sum;
+}
+
 template <class Element>
 __global__ void reference_rows_kernel(flashmma::test::ReferenceProblem<Element> problem,
-                                      const Element* o, flashmma::TensorStrides o_strides,
-                                      int rows, int64_t total_rows, double* expected,
-                                      double* actual) {
+                                      ScoreVariant variant, const Element* o,
+                                      flashmma::TensorStrides o_strides, int rows,
+                                      int64_t total_rows, double* expected, double* actual) {
   const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (r >= rows) return;
   const int64_t flat = checked_row(r, rows, total_rows);
@@ -53,8 +136,12 @@ __global__ void reference_rows_kernel(flashmma::test::ReferenceProblem<Element> 
   const int64_t h = (flat / problem.seqlen_q) % problem.heads_q;
   const int64_t b = flat / (problem.seqlen_q * problem.heads_q);
   const int64_t at = static_cast<int64_t>(r) * problem.head_dim;
-  flashmma::test::reference_row<Element, flashmma::test::ReferencePrecision::kFp64>(
-      problem, b, h, i, expected + at);
+  if (variant.any()) {
+    variant_reference_row(problem, variant, b, h, i, expected + at);
+  } else {
+    flashmma::test::reference_row<Element, flashmma::test::ReferencePrecision::kFp64>(
+        problem, b, h, i, expected + at);
+  }
   const Element* o_row = o + flashmma::test::element_offset(o_strides, b, i, h);
   for (int64_t d = 0; d < problem.head_dim; ++d) {
     actual[at + d] = flashmma::test::to_double(o_row[d]);
@@ -78,8 +165,9 @@ OutputCheck check_output(const flashmma::ForwardParams& params) {
   double* const expected_values = device_values.as<double>();
   constexpr int kThreads = 64;
   reference_rows_kernel<Element><<<(check.rows + kThreads - 1) / kThreads, kThreads>>>(
-      flashmma::test::reference_problem<Element>(params), static_cast<const Element*>(params.o),
-      params.o_strides, check.rows, total_rows, expected_values, expected_values + values);
+      flashmma::test::reference_problem<Element>(params), score_variant(params),
+      static_cast<const Element*>(params.o), params.o_strides, check.rows, total_rows,
+      expected_values, expected_values + values);
   check_cuda(cudaGetLastError(), "launching the output check's reference kernel");
   std::vector<double> host(2 * values);
   check_cuda(cudaMemcpy(host.data(), expected_values, host.size() * sizeof(double),
