@@ -5,7 +5,10 @@
 //                              causal or compact default (flashmma::forward_default_config);
 //   "d128_m128_n64_w4_s2_swz"  a TileShape below: HeadDim, BlockM, BlockN, Warps, Stages, the
 //                              shared-memory layout ("swz" XOR swizzle, "pad" padded rows) and,
-//                              when above 1, MinBlocksPerSm ("_b2").
+//                              when above 1, MinBlocksPerSm ("_b2");
+//   "alibi-policy"             ALiBi as flashmma::AlibiBias through forward<Config, Policy>, and
+//   "alibi-user"               the same bias written as a user's own policy (bench_kernels.cuh),
+//                              both on the d = 128 tile the default dispatch runs for the row.
 //
 // Every entry compiles one kernel per element type, so the list stays short. To try another tile,
 // add one TileShape line to NamedShapes and rebuild.
@@ -62,10 +65,51 @@ using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
                                TileShape<256, 64, 64, 4, 1, kSwizzle>,
                                TileShape<256, 64, 32, 4, 2, kSwizzle, 2>>;
 
+// ALiBi as a score policy, for the comparison of the built-in ALiBi (params.alibi_slopes through
+// the default dispatch) with the same bias as a policy type: the library's AlibiBias, or a user's
+// functor. One entry per policy and d = 128 default tile, so that a row runs the tile the default
+// dispatch picks for it (flashmma_bench.cu, dispatch_tile_entry) and the times compare kernels
+// that differ only in their policy.
+enum class AlibiSource { kLibrary, kUser };
+
+template <AlibiSource Source, flashmma::DefaultTile Tile>
+struct AlibiPolicyEntry {
+  static constexpr AlibiSource kSource = Source;
+  static constexpr flashmma::DefaultTile kTile = Tile;
+  static const char* name() {
+    return Source == AlibiSource::kLibrary ? "alibi-policy" : "alibi-user";
+  }
+};
+
+inline constexpr int kAlibiPolicyHeadDim = 128;
+// d = 128's compact tile is its causal one, so these two tiles cover every device.
+using AlibiPolicyEntries =
+    std::tuple<AlibiPolicyEntry<AlibiSource::kLibrary, flashmma::DefaultTile::kGeneral>,
+               AlibiPolicyEntry<AlibiSource::kLibrary, flashmma::DefaultTile::kCausal>,
+               AlibiPolicyEntry<AlibiSource::kUser, flashmma::DefaultTile::kGeneral>,
+               AlibiPolicyEntry<AlibiSource::kUser, flashmma::DefaultTile::kCausal>>;
+
 inline constexpr std::size_t kDefaultCount = std::size(flashmma::kSupportedHeadDims);
 inline constexpr std::size_t kNamedCount = std::tuple_size_v<NamedShapes>;
-// Entries per element type: one default per supported head dim, then the named shapes.
-inline constexpr std::size_t kEntryCount = kDefaultCount + kNamedCount;
+inline constexpr std::size_t kAlibiPolicyCount = std::tuple_size_v<AlibiPolicyEntries>;
+// Entries per element type: one default per supported head dim, the named shapes, then the ALiBi
+// policies.
+inline constexpr std::size_t kEntryCount = kDefaultCount + kNamedCount + kAlibiPolicyCount;
+
+// FLASHMMA_BENCH_VARIANTS_ONLY=1 builds only what `--preset variants` runs (the target
+// flashmma_bench_variants, bench/CMakeLists.txt): the defaults of d = 64 and 128 and the ALiBi
+// policies, so that a run of the variant rows alone does not wait for every other kernel.
+#ifndef FLASHMMA_BENCH_VARIANTS_ONLY
+#define FLASHMMA_BENCH_VARIANTS_ONLY 0
+#endif
+
+constexpr bool entry_is_built(std::size_t index) {
+  if (!FLASHMMA_BENCH_VARIANTS_ONLY) return true;
+  if (index < kDefaultCount) {
+    return flashmma::kSupportedHeadDims[index] == 64 || flashmma::kSupportedHeadDims[index] == 128;
+  }
+  return index >= kDefaultCount + kNamedCount;
+}
 
 inline constexpr const char* kDefaultName = "default";
 
@@ -84,7 +128,14 @@ struct ConfigEntry {
   std::size_t smem_bytes = 0;   // of the general config, for "default"
   std::string shape;            // the tile, e.g. "d128_m128_n64_w4_s1"; for "default" also the
                                 // causal and compact tiles where they differ
-  LaunchFn launch = nullptr;    // flashmma::forward<Config>, or forward_default_config
+  // flashmma::describe_config<Config>() (of the general config, for "default"): the ALiBi policy
+  // entries are matched by it against the kernel the default dispatch names.
+  std::string config_description;
+  // Several entries share this one's name, one per tile: a row runs the one whose tile the default
+  // dispatch would run for it.
+  bool follows_dispatch = false;
+  flashmma::DefaultTile tile = flashmma::DefaultTile::kGeneral;  // of a follows_dispatch entry
+  LaunchFn launch = nullptr;    // flashmma::forward<Config>, forward_default_config, or a policy
 };
 
 // The entries with index % Shards == Shard for one element type. Defined in bench_kernels.cuh

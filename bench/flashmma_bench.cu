@@ -4,6 +4,12 @@
 //   flashmma_bench --preset fa2 --dtype both --format csv --out fa2.csv
 //   flashmma_bench --shapes "b=4,h=16,sq=4096,sk=4096,d=128;b=1,h=32,sq=1,sk=16384,d=128" \
 //                  --mask none --gqa 4 --config d128_m128_n64_w4_s2_swz
+//   flashmma_bench --preset variants --dtype both --format csv --out variants.csv
+//
+// Attention variants (sliding window, softcap, ALiBi) are ForwardParams fields, given per shape
+// (wl, wr, softcap, alibi) and run through the default dispatch like any other row; the ALiBi rows
+// of the variants preset also run the same bias as a policy type on the same tile (alibi-policy,
+// alibi-user), and the run ends with the ratios the project tracks (write_ratios).
 //
 // How it times (the project's rules): one pair of CUDA events around each launch, a warm-up, the
 // median and minimum of the timed launches, inputs drawn from a normal distribution (never zeros),
@@ -14,9 +20,11 @@
 // and a row whose O is further from it than the tests allow is reported as failed too.
 //
 // Throughput follows FlashAttention's convention: FLOPs = 4 * B * Hq * Sq * Sk * d, halved for a
-// causal mask when Sq == Sk. For a causal mask with Sq != Sk the visible (query, key) pairs are
-// counted exactly instead. Rows with Sq <= 128 also report bandwidth: the bytes of Q, K, V read
-// once and O written once, over the median time.
+// causal mask when Sq == Sk. For a causal mask with Sq != Sk, and for any sliding window, the
+// visible (query, key) pairs are counted exactly instead (FLOPs = 4 * B * Hq * d * pairs), so a
+// window's TFLOP/s counts only the scores it keeps. ALiBi and the softcap change no count. Rows
+// with Sq <= 128 also report bandwidth: the bytes of Q, K, V read once and O written once, over
+// the median time.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -184,7 +192,43 @@ struct Shape {
   int64_t seqlen_k = 0;
   int64_t head_dim = 0;
   int causal = -1;  // -1: from --mask; 0 or 1: fixed by the shape
+  // The variant, as ForwardParams has it: window sides (-1 unbounded), softcap (0 off), and ALiBi
+  // with the slopes of alibi_slopes().
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  float softcap = 0.f;
+  bool alibi = false;
+  std::string config;  // empty: --config
 };
+
+bool has_window(const Shape& s) { return s.window_left >= 0 || s.window_right >= 0; }
+bool has_variant(const Shape& s) { return has_window(s) || s.softcap != 0.f || s.alibi; }
+
+// "-", or the variant's parts, e.g. "window(4096,0)", "alibi", "softcap=50", joined by '+'.
+std::string variant_name(const Shape& s) {
+  std::string name;
+  auto add = [&name](const std::string& part) { name += (name.empty() ? "" : "+") + part; };
+  if (has_window(s)) {
+    add("window(" + std::to_string(s.window_left) + "," + std::to_string(s.window_right) + ")");
+  }
+  if (s.softcap != 0.f) {
+    std::ostringstream cap;
+    cap << "softcap=" << s.softcap;
+    add(cap.str());
+  }
+  if (s.alibi) add("alibi");
+  return name.empty() ? "-" : name;
+}
+
+// ALiBi's slopes for `heads` heads (Press et al.): the geometric sequence 2^(-8 (h + 1) / heads),
+// shared by every batch entry. bench/compare_variants.py gives FlexAttention the same ones.
+std::vector<float> alibi_slopes(int64_t heads) {
+  std::vector<float> slopes;
+  for (int64_t h = 0; h < heads; ++h) {
+    slopes.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads)));
+  }
+  return slopes;
+}
 
 struct Options {
   std::vector<Shape> shapes;
@@ -211,12 +255,17 @@ struct Case {
 
 struct Result {
   Case run;
+  std::string entry;  // the entry's name: "default", a TileShape name, "alibi-user", ...
   // The resolved entry's name, e.g. "d128_m128_n64_w4_s2_swz" or
-  // "default(d128_m128_n64_w4_s1_swz causal:d128_m64_n64_w4_s1_swz)".
+  // "default(d128_m128_n64_w4_s1_swz causal:d128_m64_n64_w4_s1_swz)"; for the entries that follow
+  // the dispatch, also which tile and why, e.g. "alibi-user(d128_m128_n64_w4_s1_swz, the
+  // dispatch's tile)".
   std::string config;
   std::string status;   // "ok", "skipped: ..." or "error: ..."
-  // For "default" rows, the kernel flashmma::forward(params) picked for this case and device.
+  // For "default" rows and the entries that follow the dispatch, the kernel
+  // flashmma::describe_default_kernel names for this case and device.
   std::string kernel;
+  double visible_pairs = std::numeric_limits<double>::quiet_NaN();  // per (batch, head)
   int input_sets = 0;
   double ms_median = std::numeric_limits<double>::quiet_NaN();
   double ms_min = std::numeric_limits<double>::quiet_NaN();
@@ -231,14 +280,24 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
 
   --preset NAME     fa2 (default): d in {64,128,256}, N in {1k,2k,4k,8k,16k}, B*N = 16384,
                     H*d = 2048, Sq = Sk = N; decode: b=16, h=32, d=128, sq in {1,64,128},
-                    sk in {4096,16384}
+                    sk in {4096,16384}; variants: H*d = 2048, each variant next to its plain
+                    row: a causal sliding window (4096, 0) at N = 16384, B = 1, d in {128,64};
+                    ALiBi at d = 128, N in {4k,16k}, B*N = 16384, causal and not, through the
+                    default dispatch, alibi-policy and alibi-user; softcap 50 at d = 128,
+                    N = 4096, B = 4, causal and not
   --shapes SPEC     instead of a preset: shapes separated by ';', each a list of key=value
                     separated by ',': b, h (query heads), hkv, sq, sk, n (sq = sk = n), d,
-                    causal (0 or 1; else --mask applies). Example: "b=16,h=16,n=1024,d=128"
+                    causal (0 or 1; else --mask applies), wl and wr (sliding window sides,
+                    -1 unbounded), softcap (a number, 0 off), alibi (0 or 1: ALiBi with the
+                    slopes 2^(-8(h+1)/H)), config (this shape's --config).
+                    Example: "b=16,h=16,n=1024,d=128;b=1,h=16,n=16384,d=128,causal=1,wl=4096"
   --dtype T         fp16 (default), bf16 or both
   --mask M          none, causal or both (default)
   --config NAME     default (what flashmma::forward runs for the head dim, mask and GPU; the
-                    default) or a named config, see --list-configs
+                    default) or a named config, see --list-configs. alibi-policy and
+                    alibi-user run a row's ALiBi as flashmma::AlibiBias or as a user's policy
+                    through forward<Config, Policy>, Config the d = 128 tile the default
+                    dispatch names for the row (the mask's tile where it names neither)
   --gqa R           heads_kv = heads_q / R (default 1) where a shape gives no hkv
   --layout L        bshd (default, [batch, seq, heads, dim]) or bhsd
   --no-lse          do not write the log-sum-exp (written by default, as training does)
@@ -249,8 +308,12 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
   --list-configs    print the configurations compiled in, then exit
 
 Every row's O is checked: no element may be left unwritten or non-finite, and 64 of its query
-rows, recomputed in fp64, must match within the tests' bound (relative L2 error 2e-3 for fp16,
-1.6e-2 for bf16); the error is reported as rel_error, and a row that fails is an error.
+rows, recomputed in fp64 with the row's window, softcap and ALiBi, must match within the tests'
+bound (relative L2 error 2e-3 for fp16, 1.6e-2 for bf16); the error is reported as rel_error, and
+a row that fails is an error.
+
+Windowed rows count FLOPs on the visible (query, key) pairs only. After the table come the
+ratios of each variant row to its plain row (and of alibi-user to the built-in ALiBi).
 )";
 
 // ---------------------------------------------------------------------------------------------
@@ -266,6 +329,20 @@ int64_t parse_int(const std::string& text, const std::string& what) {
   }
   if (used == 0 || used != text.size()) {
     throw UsageError(what + ": expected an integer, got '" + text + "'");
+  }
+  return value;
+}
+
+float parse_float(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  float value = 0.f;
+  try {
+    value = std::stof(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(value)) {
+    throw UsageError(what + ": expected a number, got '" + text + "'");
   }
   return value;
 }
@@ -286,7 +363,18 @@ Shape parse_shape(const std::string& spec) {
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos) throw UsageError("shape item '" + item + "' is not key=value");
     const std::string key = item.substr(0, eq);
-    const int64_t value = parse_int(item.substr(eq + 1), "shape key " + key);
+    const std::string text = item.substr(eq + 1);
+    if (key == "config") {
+      if (text.empty()) throw UsageError("shape key config needs a name");
+      shape.config = text;
+      continue;
+    }
+    if (key == "softcap") {
+      shape.softcap = parse_float(text, "shape key softcap");
+      if (shape.softcap < 0.f) throw UsageError("softcap must be >= 0");
+      continue;
+    }
+    const int64_t value = parse_int(text, "shape key " + key);
     if (key == "b") {
       shape.batch = value;
     } else if (key == "h" || key == "hq") {
@@ -304,14 +392,79 @@ Shape parse_shape(const std::string& spec) {
     } else if (key == "causal") {
       if (value != 0 && value != 1) throw UsageError("causal must be 0 or 1");
       shape.causal = static_cast<int>(value);
+    } else if (key == "wl" || key == "wr") {
+      if (value < -1) throw UsageError(key + " must be -1 (unbounded) or >= 0");
+      (key == "wl" ? shape.window_left : shape.window_right) = value;
+    } else if (key == "alibi") {
+      if (value != 0 && value != 1) throw UsageError("alibi must be 0 or 1");
+      shape.alibi = value == 1;
     } else {
-      throw UsageError("unknown shape key '" + key + "' (known: b, h, hkv, sq, sk, n, d, causal)");
+      throw UsageError("unknown shape key '" + key +
+                       "' (known: b, h, hkv, sq, sk, n, d, causal, wl, wr, softcap, alibi, "
+                       "config)");
     }
   }
   if (shape.seqlen_q <= 0 || shape.seqlen_k <= 0 || shape.head_dim <= 0) {
     throw UsageError("shape '" + spec + "' needs sq and sk (or n) and d");
   }
   return shape;
+}
+
+// The variants preset: each variant row right after the plain row it is compared with (no row
+// twice). bench/compare_variants.py times FlexAttention on the same rows.
+std::vector<Shape> variant_shapes() {
+  constexpr int64_t kTokens = 16384;     // B * N
+  constexpr int64_t kModelWidth = 2048;  // H * d
+  std::vector<Shape> shapes;
+  auto add = [&shapes](const Shape& shape) {
+    const bool seen = std::any_of(shapes.begin(), shapes.end(), [&](const Shape& s) {
+      return std::tie(s.batch, s.heads_q, s.seqlen_q, s.head_dim, s.causal, s.window_left,
+                      s.window_right, s.softcap, s.alibi, s.config) ==
+             std::tie(shape.batch, shape.heads_q, shape.seqlen_q, shape.head_dim, shape.causal,
+                      shape.window_left, shape.window_right, shape.softcap, shape.alibi,
+                      shape.config);
+    });
+    if (!seen) shapes.push_back(shape);
+  };
+  auto plain = [&](int64_t n, int64_t d, bool causal) {
+    Shape shape;
+    shape.batch = kTokens / n;
+    shape.heads_q = kModelWidth / d;
+    shape.seqlen_q = shape.seqlen_k = n;
+    shape.head_dim = d;
+    shape.causal = causal ? 1 : 0;
+    return shape;
+  };
+  // A causal sliding window of 4096 keys (FlashAttention-2's window_size = (4096, 0)): goal, the
+  // causal row's TFLOP/s within 0.9x when both count the scores they keep.
+  for (int64_t d : {128, 64}) {
+    Shape window = plain(16384, d, true);
+    add(window);
+    window.window_left = 4096;
+    window.window_right = 0;
+    add(window);
+  }
+  // ALiBi through the default dispatch, then the same bias as flashmma::AlibiBias and as a user's
+  // policy on the dispatch's tile: goal, the user's within 5% of the built-in.
+  for (bool causal : {false, true}) {
+    for (int64_t n : {4096, 16384}) {
+      Shape alibi = plain(n, 128, causal);
+      add(alibi);
+      alibi.alibi = true;
+      for (const char* config : {"", "alibi-policy", "alibi-user"}) {
+        alibi.config = config;
+        add(alibi);
+      }
+    }
+  }
+  // Gemma 2's softcap of 50, next to the plain row: the cost of the transform.
+  for (bool causal : {false, true}) {
+    Shape softcap = plain(4096, 128, causal);
+    add(softcap);
+    softcap.softcap = 50.f;
+    add(softcap);
+  }
+  return shapes;
 }
 
 std::vector<Shape> preset_shapes(const std::string& name) {
@@ -342,8 +495,10 @@ std::vector<Shape> preset_shapes(const std::string& name) {
         shapes.push_back(shape);
       }
     }
+  } else if (name == "variants") {
+    shapes = variant_shapes();
   } else {
-    throw UsageError("unknown preset '" + name + "' (known: fa2, decode)");
+    throw UsageError("unknown preset '" + name + "' (known: fa2, decode, variants)");
   }
   return shapes;
 }
@@ -443,6 +598,11 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
+// The config a case runs: its shape's, else --config.
+std::string config_name(const Case& c, const Options& options) {
+  return c.shape.config.empty() ? options.config : c.shape.config;
+}
+
 std::vector<Case> expand_cases(const Options& options) {
   std::vector<Case> cases;
   for (flashmma::ScalarType dtype : options.dtypes) {
@@ -496,8 +656,60 @@ std::vector<ConfigEntry> all_configs() {
 }
 
 std::string describe(const ConfigEntry& entry) {
-  return entry.name == kDefaultName ? std::string(kDefaultName) + "(" + entry.shape + ")"
-                                    : entry.name;
+  return entry.name == kDefaultName || entry.follows_dispatch
+             ? entry.name + "(" + entry.shape + ")"
+             : entry.name;
+}
+
+// The default tile (general, or the masked one) of `entry`'s dtype and kernel head dim for a
+// masked or unmasked row, with the compact fallback taken as the masked tile, which it is for
+// every head dim the dispatch-following entries cover (bench_kernels.cuh checks).
+flashmma::DefaultTile mask_tile(const ConfigEntry& entry, bool masked,
+                                std::size_t smem_per_block_optin) {
+  const auto tile_for = [&](auto element_tag) {
+    using Element = decltype(element_tag);
+    return flashmma::visit_kernel_head_dim(
+        entry.head_dim,
+        [&](auto head_dim) {
+          return flashmma::default_tile<Element, decltype(head_dim)::value>(masked,
+                                                                            smem_per_block_optin);
+        },
+        [] { return flashmma::DefaultTile::kGeneral; });
+  };
+  const flashmma::DefaultTile tile = entry.dtype == flashmma::ScalarType::kFloat16
+                                         ? tile_for(__half{})
+                                         : tile_for(__nv_bfloat16{});
+  return tile == flashmma::DefaultTile::kCompact ? flashmma::DefaultTile::kCausal : tile;
+}
+
+// For an entry that follows the dispatch, the sibling (same name and dtype, one per tile) on the
+// tile that the default dispatch runs for the row: the one whose config the dispatch's kernel
+// (describe_default_kernel) names. Where it names none (no description, or a tile no sibling
+// has), the sibling on the tile of the row's mask and window, and `how` says so. nullptr when no
+// sibling fits either.
+const ConfigEntry* dispatch_tile_entry(const std::vector<ConfigEntry>& entries,
+                                       const ConfigEntry& requested,
+                                       const std::string& dispatch_kernel, bool masked,
+                                       std::size_t smem_per_block_optin, std::string& how) {
+  auto is_sibling = [&](const ConfigEntry& entry) {
+    return entry.name == requested.name && entry.dtype == requested.dtype;
+  };
+  if (!dispatch_kernel.empty()) {
+    for (const ConfigEntry& entry : entries) {
+      if (is_sibling(entry) &&
+          dispatch_kernel.find(entry.config_description) != std::string::npos) {
+        how = "the dispatch's tile";
+        return &entry;
+      }
+    }
+  }
+  how = std::string(masked ? "the masked" : "the general") +
+        " tile: the dispatch's kernel names no tile of " + requested.name;
+  const flashmma::DefaultTile tile = mask_tile(requested, masked, smem_per_block_optin);
+  for (const ConfigEntry& entry : entries) {
+    if (is_sibling(entry) && entry.tile == tile) return &entry;
+  }
+  return nullptr;
 }
 
 // The entry that serves `name` for a dtype and head dim, or nullptr with `why` filled.
@@ -543,11 +755,18 @@ std::size_t round_up(std::size_t bytes, std::size_t multiple) {
   return (bytes + multiple - 1) / multiple * multiple;
 }
 
-// (query, key) pairs a causal mask aligned to the bottom-right corner leaves visible.
-double causal_visible_pairs(int64_t seqlen_q, int64_t seqlen_k) {
+// (query, key) pairs of one (batch, head) that the mask and window leave visible, aligned to the
+// bottom-right corner as params.hpp defines them: query i sees keys [i + d - left, i + d + right],
+// d = seqlen_k - seqlen_q, a side of -1 unbounded, and the causal mask is right = 0.
+double visible_pairs(const Case& c) {
+  const Shape& s = c.shape;
+  const int64_t right = c.causal ? 0 : s.window_right;
   double pairs = 0;
-  for (int64_t i = 0; i < seqlen_q; ++i) {
-    pairs += static_cast<double>(std::clamp<int64_t>(i + seqlen_k - seqlen_q + 1, 0, seqlen_k));
+  for (int64_t i = 0; i < s.seqlen_q; ++i) {
+    const int64_t diagonal = i + s.seqlen_k - s.seqlen_q;
+    const int64_t first = s.window_left < 0 ? 0 : std::max<int64_t>(0, diagonal - s.window_left);
+    const int64_t last = right < 0 ? s.seqlen_k - 1 : std::min(s.seqlen_k - 1, diagonal + right);
+    pairs += static_cast<double>(std::max<int64_t>(0, last - first + 1));
   }
   return pairs;
 }
@@ -555,9 +774,9 @@ double causal_visible_pairs(int64_t seqlen_q, int64_t seqlen_k) {
 double forward_flops(const Case& c) {
   const Shape& s = c.shape;
   const double per_pair = 4.0 * s.batch * s.heads_q * s.head_dim;
+  if (has_window(s) || (c.causal && s.seqlen_q != s.seqlen_k)) return per_pair * visible_pairs(c);
   if (!c.causal) return per_pair * s.seqlen_q * s.seqlen_k;
-  if (s.seqlen_q == s.seqlen_k) return per_pair * s.seqlen_q * s.seqlen_k / 2;
-  return per_pair * causal_visible_pairs(s.seqlen_q, s.seqlen_k);
+  return per_pair * s.seqlen_q * s.seqlen_k / 2;
 }
 
 double median(std::vector<double> values) {
@@ -566,11 +785,14 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-Result run_case(const Case& c, const ConfigEntry& config, const Options& options,
+Result run_case(const Case& c, const ConfigEntry& requested,
+                const std::vector<ConfigEntry>& entries, const Options& options,
                 std::size_t rotation_bytes) {
   Result result;
   result.run = c;
-  result.config = describe(config);
+  result.entry = requested.name;
+  result.config = describe(requested);
+  result.visible_pairs = visible_pairs(c);
   const Shape& s = c.shape;
   const std::size_t element_bytes = 2;
   const TensorSizes sizes = tensor_sizes(s);
@@ -588,6 +810,11 @@ Result run_case(const Case& c, const ConfigEntry& config, const Options& options
 
   DeviceBuffer q(q_stride * sets), k(kv_stride * sets), v(kv_stride * sets), o(o_stride * sets);
   DeviceBuffer lse(options.write_lse ? lse_stride * sets : kSetAlignment);
+  DeviceBuffer slopes(static_cast<std::size_t>(s.heads_q) * sizeof(float));
+  const std::vector<float> host_slopes = alibi_slopes(s.heads_q);
+  check_cuda(cudaMemcpy(slopes.as<void>(), host_slopes.data(), slopes.bytes(),
+                        cudaMemcpyHostToDevice),
+             "cudaMemcpy(ALiBi slopes)");
   fill_normal_on_device(c.dtype, q.as<void>(), static_cast<int64_t>(q.bytes() / element_bytes), 1);
   fill_normal_on_device(c.dtype, k.as<void>(), static_cast<int64_t>(k.bytes() / element_bytes), 2);
   fill_normal_on_device(c.dtype, v.as<void>(), static_cast<int64_t>(v.bytes() / element_bytes), 3);
@@ -612,6 +839,11 @@ Result run_case(const Case& c, const ConfigEntry& config, const Options& options
   params.v_strides = params.k_strides;
   params.o_strides = params.q_strides;
   params.mask = c.causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
+  params.window_left = s.window_left;
+  params.window_right = s.window_right;
+  params.softcap = s.softcap;
+  params.alibi_slopes = s.alibi ? slopes.as<const float>() : nullptr;
+  params.alibi_batch_stride = 0;
 
   auto params_for_set = [&](int set) {
     flashmma::ForwardParams p = params;
@@ -623,15 +855,26 @@ Result run_case(const Case& c, const ConfigEntry& config, const Options& options
                               : nullptr;
     return p;
   };
-  if (config.name == kDefaultName) {
+  const ConfigEntry* config = &requested;
+  if (requested.name == kDefaultName || requested.follows_dispatch) {
     flashmma::DeviceInfo device;
     if (!flashmma::query_device(device).ok() ||
         !flashmma::describe_default_kernel(params_for_set(0), device, result.kernel).ok()) {
       result.kernel.clear();
     }
+    if (requested.follows_dispatch) {
+      std::string how;
+      config = dispatch_tile_entry(entries, requested, result.kernel, c.causal || has_window(s),
+                                   device.smem_per_block_optin, how);
+      if (config == nullptr) {
+        result.status = "error: no " + requested.name + " entry runs " + how;
+        return result;
+      }
+      result.config = requested.name + "(" + config->shape + ", " + how + ")";
+    }
   }
   auto launch = [&](int iteration) -> bool {
-    const flashmma::Status status = config.launch(params_for_set(iteration % sets), nullptr);
+    const flashmma::Status status = config->launch(params_for_set(iteration % sets), nullptr);
     if (!status.ok()) {
       result.status = "error: " + status.message();
       return false;
@@ -752,7 +995,15 @@ struct DeviceSummary {
 
 const char* kCsvHeader =
     "dtype,config,layout,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,lse,"
-    "input_sets,iters,ms_median,ms_min,tflops,tflops_peak,gbps,rel_error,status";
+    "input_sets,iters,ms_median,ms_min,tflops,tflops_peak,gbps,rel_error,status,"
+    "window_left,window_right,softcap,alibi,visible_pairs,entry,kernel";
+
+// The shortest decimal form of a float, e.g. "50" or "0.5".
+std::string shortest(float value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
 
 void write_csv(std::ostream& out, const std::vector<Result>& results, const Options& options) {
   out << kCsvHeader << "\n";
@@ -765,7 +1016,10 @@ void write_csv(std::ostream& out, const std::vector<Result>& results, const Opti
         << "," << r.input_sets << "," << options.iters << "," << number(r.ms_median, 4) << ","
         << number(r.ms_min, 4) << "," << number(r.tflops, 2) << ","
         << number(r.tflops_peak, 2) << "," << number(r.gbps, 1) << ","
-        << scientific(r.rel_error) << "," << csv_quote(r.status) << "\n";
+        << scientific(r.rel_error) << "," << csv_quote(r.status) << "," << s.window_left << ","
+        << s.window_right << "," << shortest(s.softcap) << "," << (s.alibi ? 1 : 0) << ","
+        << number(r.visible_pairs, 0) << "," << csv_quote(r.entry) << ","
+        << csv_quote(r.kernel) << "\n";
   }
 }
 
@@ -792,31 +1046,103 @@ void write_json(std::ostream& out, const std::vector<Result>& results, const Opt
         << json_number(r.tflops, 2) << ", \"tflops_peak\": " << json_number(r.tflops_peak, 2)
         << ", \"gbps\": " << json_number(r.gbps, 1) << ", \"rel_error\": "
         << json_scientific(r.rel_error) << ", \"status\": " << json_string(r.status)
-        << "}";
+        << ", \"window_left\": " << s.window_left << ", \"window_right\": " << s.window_right
+        << ", \"softcap\": " << shortest(s.softcap) << ", \"alibi\": "
+        << (s.alibi ? "true" : "false") << ", \"visible_pairs\": "
+        << json_number(r.visible_pairs, 0) << ", \"entry\": " << json_string(r.entry)
+        << ", \"kernel\": " << json_string(r.kernel) << "}";
   }
   out << "\n  ]\n}\n";
 }
 
 void write_table(std::ostream& out, const std::vector<Result>& results) {
-  char line[512];
+  char line[1024];
   std::snprintf(line, sizeof(line),
-                "%-5s %-28s %5s %5s %4s %6s %6s %4s %-6s %9s %9s %8s %8s %9s  %s\n", "dtype",
-                "config", "B", "Hq", "Hkv", "Sq", "Sk", "d", "mask", "ms(med)", "ms(min)",
-                "TFLOP/s", "GB/s", "rel.err", "status");
+                "%-5s %-28s %5s %5s %4s %6s %6s %4s %-6s %-16s %9s %9s %8s %8s %9s  %s\n",
+                "dtype", "config", "B", "Hq", "Hkv", "Sq", "Sk", "d", "mask", "variant", "ms(med)",
+                "ms(min)", "TFLOP/s", "GB/s", "rel.err", "status");
   out << line;
   for (const Result& r : results) {
     const Shape& s = r.run.shape;
     std::snprintf(line, sizeof(line),
-                  "%-5s %-28s %5lld %5lld %4lld %6lld %6lld %4lld %-6s %9s %9s %8s %8s %9s  %s\n",
+                  "%-5s %-28s %5lld %5lld %4lld %6lld %6lld %4lld %-6s %-16s %9s %9s %8s %8s %9s"
+                  "  %s\n",
                   dtype_name(r.run.dtype), r.config.c_str(), static_cast<long long>(s.batch),
                   static_cast<long long>(s.heads_q), static_cast<long long>(s.heads_kv),
                   static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
                   static_cast<long long>(s.head_dim), r.run.causal ? "causal" : "none",
-                  number(r.ms_median, 4).c_str(), number(r.ms_min, 4).c_str(),
-                  number(r.tflops, 1).c_str(), number(r.gbps, 0).c_str(),
+                  variant_name(s).c_str(), number(r.ms_median, 4).c_str(),
+                  number(r.ms_min, 4).c_str(), number(r.tflops, 1).c_str(),
+                  number(r.gbps, 0).c_str(),
                   scientific(r.rel_error).c_str(), r.status.c_str());
     out << line;
   }
+}
+
+// The ratios the project tracks for variants, from the rows that ran: each variant row against
+// the plain row of the same problem and entry (a window's TFLOP/s, counted on the scores it keeps,
+// against the plain row's; a transform's cost as a time ratio), and alibi-user against the
+// built-in ALiBi of the default dispatch and against flashmma::AlibiBias on the same tile.
+void write_ratios(std::ostream& out, const std::vector<Result>& results) {
+  auto same_problem = [](const Result& a, const Result& b) {
+    const Shape& x = a.run.shape;
+    const Shape& y = b.run.shape;
+    return a.status == "ok" && b.status == "ok" && a.run.dtype == b.run.dtype &&
+           a.run.causal == b.run.causal &&
+           std::tie(x.batch, x.heads_q, x.heads_kv, x.seqlen_q, x.seqlen_k, x.head_dim) ==
+               std::tie(y.batch, y.heads_q, y.heads_kv, y.seqlen_q, y.seqlen_k, y.head_dim);
+  };
+  auto find = [&](const Result& row, auto&& wanted) -> const Result* {
+    for (const Result& other : results) {
+      if (&other != &row && same_problem(row, other) && wanted(other)) return &other;
+    }
+    return nullptr;
+  };
+  auto label = [](const Result& r) {
+    const Shape& s = r.run.shape;
+    std::ostringstream text;
+    text << dtype_name(r.run.dtype) << " b=" << s.batch << " h=" << s.heads_q
+         << " n=" << s.seqlen_q << " d=" << s.head_dim << (r.run.causal ? " causal" : "") << " "
+         << variant_name(s);
+    return text.str();
+  };
+  std::vector<std::string> lines;
+  for (const Result& r : results) {
+    const Shape& s = r.run.shape;
+    if (r.status != "ok" || !has_variant(s)) continue;
+    if (r.entry == "alibi-user") {
+      const Result* builtin = find(r, [](const Result& o) {
+        return o.entry == kDefaultName && o.run.shape.alibi && !has_window(o.run.shape) &&
+               o.run.shape.softcap == 0.f;
+      });
+      const Result* policy = find(r, [](const Result& o) { return o.entry == "alibi-policy"; });
+      std::ostringstream line;
+      line << label(r) << ": alibi-user / built-in time "
+           << (builtin ? number(r.ms_median / builtin->ms_median, 3) : std::string("n/a"))
+           << " (goal: within 5%), alibi-user / alibi-policy "
+           << (policy ? number(r.ms_median / policy->ms_median, 3) : std::string("n/a"))
+           << "; alibi-user ran " << r.config;
+      lines.push_back(line.str());
+      continue;
+    }
+    if (r.entry != kDefaultName) continue;
+    const Result* plain = find(r, [](const Result& o) {
+      return o.entry == kDefaultName && !has_variant(o.run.shape);
+    });
+    if (plain == nullptr) continue;
+    std::ostringstream line;
+    line << label(r) << " vs plain: time " << number(r.ms_median / plain->ms_median, 3) << "x";
+    if (has_window(s)) {
+      const double ratio = r.tflops / plain->tflops;
+      line << ", TFLOP/s on visible scores " << number(r.tflops, 1) << " vs "
+           << number(plain->tflops, 1) << ": " << number(ratio, 3) << "x (goal >= 0.9"
+           << (ratio >= 0.9 ? ", met)" : ", NOT met)");
+    }
+    lines.push_back(line.str());
+  }
+  if (lines.empty()) return;
+  out << "\nvariant ratios (median times):\n";
+  for (const std::string& line : lines) out << "  " << line << "\n";
 }
 
 DeviceSummary query_device_summary() {
@@ -853,15 +1179,19 @@ int run(int argc, char** argv) {
     list_configs(std::cout, configs);
     return 0;
   }
-  const bool known = std::any_of(configs.begin(), configs.end(), [&](const ConfigEntry& e) {
-    return e.name == options.config;
-  });
-  if (!known) {
-    std::cerr << "flashmma_bench: unknown config '" << options.config << "'; compiled in:\n";
-    list_configs(std::cerr, configs);
-    return 2;
-  }
   const std::vector<Case> cases = expand_cases(options);
+  std::vector<std::string> names = {options.config};
+  for (const Case& c : cases) names.push_back(config_name(c, options));
+  for (const std::string& name : names) {
+    const bool known = std::any_of(configs.begin(), configs.end(), [&](const ConfigEntry& e) {
+      return e.name == name;
+    });
+    if (!known) {
+      std::cerr << "flashmma_bench: unknown config '" << name << "'; compiled in:\n";
+      list_configs(std::cerr, configs);
+      return 2;
+    }
+  }
 
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
@@ -877,18 +1207,19 @@ int run(int argc, char** argv) {
   bool any_error = false;
   for (const Case& c : cases) {
     std::string why;
-    const ConfigEntry* config =
-        find_config(configs, options.config, c.dtype, c.shape.head_dim, why);
+    const std::string name = config_name(c, options);
+    const ConfigEntry* config = find_config(configs, name, c.dtype, c.shape.head_dim, why);
     Result result;
     if (config == nullptr) {
       result.run = c;
-      result.config = options.config;
+      result.entry = result.config = name;
       result.status = "skipped: " + why;
     } else {
       try {
-        result = run_case(c, *config, options, rotation_bytes);
+        result = run_case(c, *config, configs, options, rotation_bytes);
       } catch (const OutOfMemory& error) {
         result.run = c;
+        result.entry = config->name;
         result.config = describe(*config);
         result.status = std::string("error: ") + error.what();
       }
@@ -897,7 +1228,9 @@ int run(int argc, char** argv) {
     std::cerr << "  " << dtype_name(c.dtype) << " b=" << c.shape.batch << " hq=" << c.shape.heads_q
               << " hkv=" << c.shape.heads_kv << " sq=" << c.shape.seqlen_q
               << " sk=" << c.shape.seqlen_k << " d=" << c.shape.head_dim
-              << (c.causal ? " causal" : "") << ": "
+              << (c.causal ? " causal" : "")
+              << (has_variant(c.shape) ? " " + variant_name(c.shape) : "")
+              << (name != kDefaultName ? " " + name : "") << ": "
               << (result.status == "ok" ? number(result.tflops, 1) + " TFLOP/s" : result.status)
               << (result.kernel.empty() ? "" : " [" + result.kernel + "]")
               << "\n";
@@ -912,6 +1245,8 @@ int run(int argc, char** argv) {
   }
   if (options.out_path.empty()) {
     std::cout << formatted.str();
+    // Keeps a CSV or JSON on stdout parseable.
+    write_ratios(options.format == OutputFormat::kTable ? std::cout : std::cerr, results);
   } else {
     std::ofstream file(options.out_path);
     file << formatted.str();
@@ -920,6 +1255,7 @@ int run(int argc, char** argv) {
       return 1;
     }
     write_table(std::cout, results);
+    write_ratios(std::cout, results);
   }
   return any_error ? 1 : 0;
 }
