@@ -14,7 +14,19 @@
 #   compare        bench/compare.py (flashmma vs SDPA FA2/cuDNN)  -> OUTDIR/compare.{csv,json},
 #                                                                    OUTDIR/perf.md
 #   plot           bench/plot_perf.py, where matplotlib exists    -> OUTDIR/perf.png
-# OUTDIR receives at most 8 files, so that all of them come back from the device machine.
+#   bench_variants flashmma_bench --preset variants --dtype both  -> bench_variants.csv
+#   compare_variants bench/compare_variants.py (flashmma vs FlexAttention and FA2 on windows,
+#                  ALiBi, softcap)                                -> OUTDIR/perf_variants.md,
+#                                                                    compare_variants.{csv,json}
+# OUTDIR receives at most 8 files, so that all of them come back from the device machine: in the
+# full run the variant steps' CSV and JSON stay in WORK_DIR/variants (their numbers are in
+# perf_variants.md and run_gpu.log).
+#
+# Only the variant part, when GPU time is short (a few minutes, FlexAttention's compiles included):
+#   ONLY_VARIANTS=1 bash bench/run_gpu.sh OUTDIR
+# builds flashmma_bench_variants (the kernels of --preset variants alone) and runs bench_variants
+# and compare_variants, all four of their files in OUTDIR. VARIANTS=0 leaves them out of the full
+# run.
 #
 # Environment (all optional):
 #   FLASHMMA_COMMIT  commit to record in perf.md (default: git rev-parse, else 'unknown')
@@ -23,6 +35,7 @@
 #   JOBS             parallel compile jobs (default: nproc)
 #   BENCH_ARGS       extra flashmma_bench arguments (e.g. "--iters 50")
 #   COMPARE_ARGS     extra compare.py arguments (e.g. "--quick")
+#   COMPARE_VARIANTS_ARGS  extra compare_variants.py arguments (e.g. "--quick", "--dtype fp16")
 #   PYTEST_ARGS      extra pytest arguments (e.g. "-x")
 #   HOST_CC, HOST_CXX  host compilers (default /usr/bin/gcc and /usr/bin/g++ where they exist)
 #
@@ -100,7 +113,16 @@ FAILED=()
 SKIPPED=()
 COMMIT=${FLASHMMA_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
-note "flashmma GPU run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, output in $OUTDIR"
+ONLY_VARIANTS=${ONLY_VARIANTS:-}
+VARIANTS=${VARIANTS:-1}
+if [ -n "$ONLY_VARIANTS" ]; then
+  VARIANT_DIR="$OUTDIR"
+else
+  VARIANT_DIR="$WORK_DIR/variants"
+fi
+mkdir -p "$VARIANT_DIR"
+
+note "flashmma GPU run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, output in $OUTDIR${ONLY_VARIANTS:+ (variant steps only)}"
 {
   echo "=================================================================== environment"
   echo "host compilers: CC=$CC CXX=$CXX (the environment had $ORIGINAL_COMPILERS)"
@@ -111,6 +133,7 @@ note "flashmma GPU run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, output
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
 } >> "$LOG"
 
+if [ -z "$ONLY_VARIANTS" ]; then
 # --- compile time of one instantiation -----------------------------------------------------------
 compile_one() {
   local unit="$WORK_DIR/one_instantiation.cu"
@@ -201,6 +224,54 @@ else
   skip plot "no compare.csv or no matplotlib; run bench/plot_perf.py elsewhere"
 fi
 
+fi  # the steps before the variant ones
+
+# --- attention variants ---------------------------------------------------------------------------
+build_variants_bench() {
+  local generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  cmake -S "$REPO" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DFLASHMMA_BUILD_TESTS=OFF \
+    -DFLASHMMA_BUILD_EXAMPLES=OFF -DFLASHMMA_BUILD_BENCH=ON &&
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target flashmma_bench_variants
+}
+run_compare_variants() {
+  # shellcheck disable=SC2086  # COMPARE_VARIANTS_ARGS is split on purpose
+  python3 "$REPO/bench/compare_variants.py" --bench-csv "$VARIANT_DIR/bench_variants.csv" \
+    --bench-command "$(basename "$VARIANTS_BENCH") $VARIANTS_BENCH_ARGS" \
+    --out "$VARIANT_DIR/compare_variants.csv" --markdown "$OUTDIR/perf_variants.md" \
+    --commit "$COMMIT" ${COMPARE_VARIANTS_ARGS:-}
+}
+if [ -n "$ONLY_VARIANTS" ] || [ "$VARIANTS" != 0 ]; then
+  VARIANTS_BENCH="$BUILD_DIR/bench/flashmma_bench"
+  if [ -n "$ONLY_VARIANTS" ]; then
+    VARIANTS_BENCH="$BUILD_DIR/bench/flashmma_bench_variants"
+    step variants_build build_variants_bench
+    finish variants_build
+  fi
+  VARIANTS_BENCH_ARGS="--preset variants --dtype both --format csv --out bench_variants.csv ${BENCH_ARGS:-}"
+  # No stale numbers: compare_variants reads whatever bench_variants.csv is there.
+  rm -f "$VARIANT_DIR/bench_variants.csv" "$VARIANT_DIR/compare_variants.csv" \
+    "$VARIANT_DIR/compare_variants.json" "$OUTDIR/perf_variants.md"
+  if [ -x "$VARIANTS_BENCH" ]; then
+    # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
+    step bench_variants "$VARIANTS_BENCH" --preset variants --dtype both --format csv \
+      --out "$VARIANT_DIR/bench_variants.csv" ${BENCH_ARGS:-}
+    finish bench_variants
+  else
+    skip bench_variants "$(basename "$VARIANTS_BENCH") was not built"
+    FAILED+=(bench_variants)
+  fi
+  # A failed row leaves the others' numbers in the CSV: compare what there is.
+  if [ -f "$VARIANT_DIR/bench_variants.csv" ]; then
+    step compare_variants run_compare_variants
+    finish compare_variants
+  else
+    skip compare_variants "no bench_variants.csv"
+    FAILED+=(compare_variants)
+  fi
+fi
+
 # --- summary --------------------------------------------------------------------------------------
 note ""
 note "=== summary"
@@ -209,6 +280,10 @@ grep -E "mma.sync|per SM|B from" "$STEP_LOGS/mma_peak.log" 2>/dev/null | tee -a 
 [ -f "$OUTDIR/pytest.log" ] && note "pytest: $(tail -n 1 "$OUTDIR/pytest.log")"
 if [ -f "$OUTDIR/perf.md" ]; then
   sed -n '/^## Summary/,/^## Target/p' "$OUTDIR/perf.md" | grep '^- ' | tee -a "$LOG"
+fi
+sed -n '/^variant ratios/,/^$/p' "$STEP_LOGS/bench_variants.log" 2>/dev/null | tee -a "$LOG"
+if [ -f "$OUTDIR/perf_variants.md" ]; then
+  sed -n '/^### Summary/,/^### Sliding/p' "$OUTDIR/perf_variants.md" | grep '^- ' | tee -a "$LOG"
 fi
 note "files in $OUTDIR: $(find "$OUTDIR" -maxdepth 1 -type f -printf '%f ')"
 if [ ${#FAILED[@]} -ne 0 ]; then
