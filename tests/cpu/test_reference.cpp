@@ -377,7 +377,7 @@ TEST_CASE("case matrix covers what its comment promises", "[case_matrix]") {
   int long_with_short = 0, too_many_heads = 0;
   for (const AttentionCase& c : cases) {
     names.insert(c.describe());
-    group_causal.insert({c.heads_q / c.heads_kv, c.causal});
+    group_causal.insert({c.group_size(), c.causal});
     layout_causal.insert({static_cast<int>(c.layout), c.causal});
     if (c.seqlen_q < c.seqlen_k) ++q_shorter;
     if (c.seqlen_q > c.seqlen_k) ++q_longer;

@@ -306,10 +306,8 @@ TEST_CASE("forward handles tensors of more than 2^31 elements", "[gpu][forward][
   REQUIRE(ok);
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
 
-  const int64_t o_elements = c.batch * c.seqlen_q * c.heads_q * c.head_dim;
-  const int64_t lse_elements = c.batch * c.heads_q * c.seqlen_q;
-  const int64_t o_nan = flashmma::test::count_nan(t.o, o_elements);
-  const int64_t lse_nan = flashmma::test::count_nan(t.lse, lse_elements);
+  const int64_t o_nan = flashmma::test::count_nan(t.o, c.q_elements());
+  const int64_t lse_nan = flashmma::test::count_nan(t.lse, c.lse_elements());
   REQUIRE(o_nan == 0);
   REQUIRE(lse_nan == 0);
 

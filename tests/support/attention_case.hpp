@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// One forward test case (shapes, mask, layout, LSE, scale) and the matrix of cases every tested
+// One forward test case (shape, mask, layout, LSE, scale) and the matrix of cases every tested
 // configuration runs. Plain C++: the matrix's coverage is itself checked by a CPU test.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flashmma/params.hpp"
+#include "flashmma/problem_shape.hpp"
 
 namespace flashmma {
 namespace test {
@@ -52,13 +53,11 @@ inline int64_t layout_elements(Layout layout, int64_t batch, int64_t seqlen, int
   return batch * seqlen * heads * row_pitch(layout, head_dim);
 }
 
-struct AttentionCase {
-  int64_t batch = 1;
-  int64_t seqlen_q = 1;
-  int64_t seqlen_k = 1;
-  int64_t heads_q = 1;
-  int64_t heads_kv = 1;
-  int64_t head_dim = 64;
+// A problem shape (by default one query, one key, one head of dim 64) and how to run it.
+struct AttentionCase : ProblemShape {
+  AttentionCase() : AttentionCase(make_problem_shape(1, 1, 1, 1, 1, 64)) {}
+  explicit AttentionCase(const ProblemShape& shape) : ProblemShape(shape) {}
+
   bool causal = false;
   Layout layout = Layout::kBSHD;
   bool with_lse = true;
@@ -93,13 +92,7 @@ struct AttentionCase {
 // softmax scale).
 inline AttentionCase make_case(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
                                int64_t heads_kv, int64_t head_dim, bool causal, Layout layout) {
-  AttentionCase c;
-  c.batch = batch;
-  c.seqlen_q = seqlen_q;
-  c.seqlen_k = seqlen_k;
-  c.heads_q = heads_q;
-  c.heads_kv = heads_kv;
-  c.head_dim = head_dim;
+  AttentionCase c(make_problem_shape(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim));
   c.causal = causal;
   c.layout = layout;
   return c;

@@ -14,6 +14,7 @@
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/forward.cuh"
 #include "flashmma/params.hpp"
+#include "flashmma/problem_shape.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/element.hpp"
 #include "flashmma/traits/tile_config.hpp"
@@ -54,23 +55,18 @@ CaseTensors<Element> make_case_tensors(const AttentionCase& c) {
   fill_normal(t.v, mix64(seed + 3), kv_elements, pitch, c.head_dim);
   poison(t.o);
   if (c.with_lse) {
-    t.lse = DeviceBuffer<float>(c.batch * c.heads_q * c.seqlen_q + kGuardElements);
+    t.lse = DeviceBuffer<float>(c.lse_elements() + kGuardElements);
     poison(t.lse);
   }
 
   ForwardParams& p = t.params;
+  static_cast<ProblemShape&>(p) = c;
   p.dtype = ElementTraits<Element>::kScalarType;
   p.q = t.q.get();
   p.k = t.k.get();
   p.v = t.v.get();
   p.o = t.o.get();
   p.lse = c.with_lse ? t.lse.get() : nullptr;
-  p.batch = c.batch;
-  p.seqlen_q = c.seqlen_q;
-  p.seqlen_k = c.seqlen_k;
-  p.heads_q = c.heads_q;
-  p.heads_kv = c.heads_kv;
-  p.head_dim = c.head_dim;
   p.q_strides = layout_strides(c.layout, c.seqlen_q, c.heads_q, c.head_dim);
   p.k_strides = layout_strides(c.layout, c.seqlen_k, c.heads_kv, c.head_dim);
   p.v_strides = p.k_strides;
