@@ -14,6 +14,7 @@
 #include "support/catch.hpp"
 
 #include "flashmma/params.hpp"
+#include "flashmma/problem_shape.hpp"
 #include "flashmma/traits/default_configs.hpp"
 #include "support/attention_case.hpp"
 #include "support/reference.hpp"
@@ -70,18 +71,13 @@ struct HostAttention {
         }
       }
     }
+    static_cast<flashmma::ProblemShape&>(problem) = c;
     problem.q = q.data();
     problem.k = k.data();
     problem.v = v.data();
     problem.q_strides = q_strides;
     problem.k_strides = kv_strides;
     problem.v_strides = kv_strides;
-    problem.batch = c.batch;
-    problem.seqlen_q = c.seqlen_q;
-    problem.seqlen_k = c.seqlen_k;
-    problem.heads_q = c.heads_q;
-    problem.heads_kv = c.heads_kv;
-    problem.head_dim = c.head_dim;
     problem.softmax_scale =
         flashmma::test::resolved_softmax_scale(c.softmax_scale, c.head_dim);
     problem.causal = c.causal;
@@ -313,6 +309,9 @@ TEST_CASE("reference: default scale is 1/sqrt(head_dim) as forward() computes it
   p.mask = MaskKind::kCausal;
   const ReferenceProblem<__nv_bfloat16> problem =
       flashmma::test::reference_problem<__nv_bfloat16>(p);
+  REQUIRE(problem.seqlen_q == 3);
+  REQUIRE(problem.seqlen_k == 5);
+  REQUIRE(problem.group_size() == 2);
   REQUIRE(problem.causal);
   REQUIRE(problem.q_strides.head == 3 * 40);
   REQUIRE(problem.v_strides.row == 2 * 48);

@@ -17,6 +17,7 @@
 #include "support/catch.hpp"
 
 #include "flashmma/params.hpp"
+#include "flashmma/problem_shape.hpp"
 #include "support/reference.hpp"
 
 // Evaluates a CUDA runtime call and fails the current test with the call, its place and the
@@ -210,16 +211,12 @@ int64_t count_nan(const DeviceBuffer<T>& buffer, int64_t count) {
 
 // ---- Reference on the device -----------------------------------------------------------------
 
-// Reference results for batches [batch_begin, batch_begin + batch_count), on the host.
-// out64 and out_low are [batch_count, heads_q, seqlen_q, head_dim], lse64 is
+// Reference results for batches [batch_begin, batch_begin + batch_count) of a problem of this
+// shape, on the host. out64 and out_low are [batch_count, heads_q, seqlen_q, head_dim], lse64 is
 // [batch_count, heads_q, seqlen_q].
-struct ReferenceRows {
+struct ReferenceRows : ProblemShape {
   int64_t batch_begin = 0;
   int64_t batch_count = 0;
-  int64_t batch = 0;  // of the whole problem
-  int64_t heads_q = 0;
-  int64_t seqlen_q = 0;
-  int64_t head_dim = 0;
   std::vector<double> out64;
   std::vector<double> out_low;
   std::vector<double> lse64;
@@ -247,12 +244,9 @@ template <class Element>
 ReferenceRows compute_reference(const ReferenceProblem<Element>& problem, int64_t batch_begin,
                                 int64_t batch_count) {
   ReferenceRows ref;
+  static_cast<ProblemShape&>(ref) = problem;
   ref.batch_begin = batch_begin;
   ref.batch_count = batch_count;
-  ref.batch = problem.batch;
-  ref.heads_q = problem.heads_q;
-  ref.seqlen_q = problem.seqlen_q;
-  ref.head_dim = problem.head_dim;
   const int64_t rows = batch_count * problem.heads_q * problem.seqlen_q;
   DeviceBuffer<double> out64(rows * problem.head_dim);
   DeviceBuffer<double> out_low(rows * problem.head_dim);

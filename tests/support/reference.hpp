@@ -25,6 +25,7 @@
 
 #include "flashmma/macros.hpp"
 #include "flashmma/params.hpp"
+#include "flashmma/problem_shape.hpp"
 
 namespace flashmma {
 namespace test {
@@ -64,22 +65,16 @@ FLASHMMA_HOST_DEVICE int64_t element_offset(const TensorStrides& strides, int64_
   return b * strides.batch + s * strides.row + h * strides.head;
 }
 
-// The inputs of one attention call, as the reference reads them. softmax_scale is resolved
-// (never NaN): see resolved_softmax_scale().
+// The inputs of one attention call, as the reference reads them: its shape and its tensors.
+// softmax_scale is resolved (never NaN): see resolved_softmax_scale().
 template <class Element>
-struct ReferenceProblem {
+struct ReferenceProblem : ProblemShape {
   const Element* q = nullptr;
   const Element* k = nullptr;
   const Element* v = nullptr;
   TensorStrides q_strides;
   TensorStrides k_strides;
   TensorStrides v_strides;
-  int64_t batch = 0;
-  int64_t seqlen_q = 0;
-  int64_t seqlen_k = 0;
-  int64_t heads_q = 0;
-  int64_t heads_kv = 0;
-  int64_t head_dim = 0;
   double softmax_scale = 0.0;
   bool causal = false;
 };
@@ -97,18 +92,13 @@ inline double resolved_softmax_scale(float softmax_scale, int64_t head_dim) {
 template <class Element>
 ReferenceProblem<Element> reference_problem(const ForwardParams& p) {
   ReferenceProblem<Element> problem;
+  static_cast<ProblemShape&>(problem) = p;
   problem.q = static_cast<const Element*>(p.q);
   problem.k = static_cast<const Element*>(p.k);
   problem.v = static_cast<const Element*>(p.v);
   problem.q_strides = p.q_strides;
   problem.k_strides = p.k_strides;
   problem.v_strides = p.v_strides;
-  problem.batch = p.batch;
-  problem.seqlen_q = p.seqlen_q;
-  problem.seqlen_k = p.seqlen_k;
-  problem.heads_q = p.heads_q;
-  problem.heads_kv = p.heads_kv;
-  problem.head_dim = p.head_dim;
   problem.softmax_scale = resolved_softmax_scale(p.softmax_scale, p.head_dim);
   problem.causal = p.mask == MaskKind::kCausal;
   return problem;
@@ -133,14 +123,14 @@ struct Tolerance<__nv_bfloat16> {
 template <class Element>
 FLASHMMA_HOST_DEVICE int64_t visible_key_end(const ReferenceProblem<Element>& p, int64_t i) {
   if (!p.causal) return p.seqlen_k;
-  const int64_t end = i + (p.seqlen_k - p.seqlen_q) + 1;
+  const int64_t end = i + p.diagonal() + 1;
   return end < p.seqlen_k ? end : p.seqlen_k;
 }
 
 // The K/V head that query head h reads: heads_q / heads_kv consecutive query heads share one.
 template <class Element>
 FLASHMMA_HOST_DEVICE int64_t kv_head_for(const ReferenceProblem<Element>& p, int64_t h) {
-  return h / (p.heads_q / p.heads_kv);
+  return h / p.group_size();
 }
 
 // Computes output row (b, h, i) into out[0, head_dim) and returns its natural-log LSE.
