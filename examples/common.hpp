@@ -93,13 +93,9 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-struct Shape {
-  int64_t batch = 2;
-  int64_t seqlen_q = 1024;
-  int64_t seqlen_k = 1024;
-  int64_t heads_q = 8;
-  int64_t heads_kv = 8;
-  int64_t head_dim = 128;
+// The problem's shape (batch, lengths, heads, head dim) and its mask.
+struct Shape : flashmma::ProblemShape {
+  Shape() : flashmma::ProblemShape(flashmma::make_problem_shape(2, 1024, 1024, 8, 8, 128)) {}
   bool causal = false;
 };
 
@@ -115,14 +111,14 @@ struct Problem {
     shape = s;
     std::mt19937_64 generator(seed);
     std::normal_distribution<float> normal(0.f, 1.f);
-    auto fill = [&](std::vector<Element>& t, int64_t seqlen, int64_t heads) {
-      t.resize(static_cast<std::size_t>(s.batch * seqlen * heads * s.head_dim));
+    auto fill = [&](std::vector<Element>& t, int64_t elements) {
+      t.resize(static_cast<std::size_t>(elements));
       for (Element& x : t) x = from_float<Element>(normal(generator));
     };
-    fill(q, s.seqlen_q, s.heads_q);
-    fill(k, s.seqlen_k, s.heads_kv);
-    fill(v, s.seqlen_k, s.heads_kv);
-    const std::size_t lse_bytes = sizeof(float) * s.batch * s.heads_q * s.seqlen_q;
+    fill(q, s.q_elements());
+    fill(k, s.kv_elements());
+    fill(v, s.kv_elements());
+    const std::size_t lse_bytes = sizeof(float) * s.lse_elements();
     return q_dev.allocate(q.size() * sizeof(Element)) &&
            k_dev.allocate(k.size() * sizeof(Element)) &&
            v_dev.allocate(v.size() * sizeof(Element)) &&
@@ -140,18 +136,13 @@ struct Problem {
 
   flashmma::ForwardParams params() const {
     flashmma::ForwardParams p;
+    static_cast<flashmma::ProblemShape&>(p) = shape;
     p.dtype = flashmma::ElementTraits<Element>::kScalarType;
     p.q = q_dev.get();
     p.k = k_dev.get();
     p.v = v_dev.get();
     p.o = o_dev.get();
     p.lse = static_cast<float*>(lse_dev.get());
-    p.batch = shape.batch;
-    p.seqlen_q = shape.seqlen_q;
-    p.seqlen_k = shape.seqlen_k;
-    p.heads_q = shape.heads_q;
-    p.heads_kv = shape.heads_kv;
-    p.head_dim = shape.head_dim;
     p.q_strides = flashmma::bshd_strides(shape.seqlen_q, shape.heads_q, shape.head_dim);
     p.k_strides = flashmma::bshd_strides(shape.seqlen_k, shape.heads_kv, shape.head_dim);
     p.v_strides = p.k_strides;
@@ -185,14 +176,13 @@ template <class Element>
 void reference_row(const Problem<Element>& pb, int64_t batch, int64_t head, int64_t row,
                    double scale, std::vector<double>& out, double& lse) {
   const Shape& s = pb.shape;
-  const int64_t kv_head = head / (s.heads_q / s.heads_kv);
+  const int64_t kv_head = head / s.group_size();
   const int64_t d = s.head_dim;
   const Element* q = &pb.q[((batch * s.seqlen_q + row) * s.heads_q + head) * d];
   auto kv_row = [&](const std::vector<Element>& t, int64_t key) {
     return &t[((batch * s.seqlen_k + key) * s.heads_kv + kv_head) * d];
   };
-  const int64_t keys = s.causal ? std::min(s.seqlen_k, row + s.seqlen_k - s.seqlen_q + 1)
-                                : s.seqlen_k;
+  const int64_t keys = s.causal ? std::min(s.seqlen_k, row + s.diagonal() + 1) : s.seqlen_k;
   out.assign(static_cast<std::size_t>(d), 0.0);
   if (keys <= 0) {
     lse = -std::numeric_limits<double>::infinity();
@@ -227,7 +217,7 @@ template <class Element>
 bool check_against_reference(const Problem<Element>& pb, int sample_rows, CheckResult& result) {
   const Shape& s = pb.shape;
   std::vector<Element> o(pb.q.size());
-  std::vector<float> lse(static_cast<std::size_t>(s.batch * s.heads_q * s.seqlen_q));
+  std::vector<float> lse(static_cast<std::size_t>(s.lse_elements()));
   if (!cuda_ok(cudaMemcpy(o.data(), pb.o_dev.get(), pb.o_dev.bytes(), cudaMemcpyDeviceToHost),
                "copying o back") ||
       !cuda_ok(cudaMemcpy(lse.data(), pb.lse_dev.get(), pb.lse_dev.bytes(),
