@@ -24,6 +24,8 @@
 
 namespace {
 
+// Not a flashmma::ProblemShape: this file must also build against trees that predate it (the
+// head dim comes from the config).
 struct Case {
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv;
   bool causal;
