@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // PyTorch binding of flashmma's forward pass, registered as the operator flashmma::forward with
-// FlashAttention's conventions:
+// FlashAttention-2's conventions:
 //
-//   out, lse = torch.ops.flashmma.forward(q, k, v, softmax_scale, causal, return_lse)
+//   out, lse = torch.ops.flashmma.forward(q, k, v, softmax_scale, causal, window_left,
+//                                         window_right, softcap, alibi_slopes, return_lse)
 //   q: (batch, seqlen_q, heads_q, head_dim), k and v: (batch, seqlen_k, heads_kv, head_dim),
 //   fp16 or bf16 CUDA tensors on one device, any strides with a contiguous last dimension.
 //   softmax_scale: None means 1 / sqrt(head_dim).
+//   causal, window_left, window_right: FlashAttention-2's causal and window_size. Query i sees
+//   key j iff i + d - window_left <= j <= i + d + window_right, d = seqlen_k - seqlen_q (aligned
+//   to the bottom-right corner); a negative side is unbounded, and causal sets the right side
+//   to 0.
+//   softcap: 0 is off; > 0 turns each scaled score s into softcap * tanh(s / softcap).
+//   alibi_slopes: None, or fp32 on q's device, (heads_q,) or (batch, heads_q), contiguous last
+//   dimension; adds -slope * |i + d - j| to the score of (i, j), after the softcap.
 //   out: (batch, seqlen_q, heads_q, head_dim) in the input dtype; lse: (batch, heads_q, seqlen_q)
-//   fp32 (natural log) when return_lse, else an empty fp32 tensor of shape (0,).
+//   fp32 (natural log) when return_lse, else an empty fp32 tensor of shape (0,). A query row that
+//   sees no key gets O = 0 and LSE = -inf.
 //
 // The operator's fake (meta) implementation and its autograd registration are in Python
 // (flashmma_torch/_ops.py); the fake one must give `out` and `lse` the same sizes and strides as
@@ -86,6 +95,69 @@ flashmma::TensorStrides strides_of(const at::Tensor& t) {
   return flashmma::TensorStrides{t.stride(0), t.stride(2), t.stride(1)};
 }
 
+// FlashAttention-2's ALiBi slopes: fp32 on q's device, one per query head ((heads_q,)) or one per
+// batch entry and query head ((batch, heads_q)), contiguous along the heads.
+struct AlibiSlopes {
+  at::Tensor slopes;         // what the kernel reads
+  int64_t batch_stride = 0;  // ForwardParams::alibi_batch_stride: 0 shares one row of slopes
+};
+
+AlibiSlopes prepare_alibi_slopes(const at::Tensor& slopes, const at::Tensor& q) {
+  const int64_t batch = q.size(0);
+  const int64_t heads_q = q.size(2);
+  TORCH_CHECK_VALUE(slopes.defined(), "flashmma_torch: alibi_slopes is an undefined tensor");
+  TORCH_CHECK_VALUE(slopes.is_cuda() && slopes.device() == q.device(),
+                    "flashmma_torch: alibi_slopes must be a CUDA tensor on q's device (",
+                    q.device(), "; got a tensor on ", slopes.device(), ")");
+  TORCH_CHECK_TYPE(slopes.scalar_type() == at::kFloat,
+                   "flashmma_torch: alibi_slopes must be torch.float32 (got ", slopes.scalar_type(),
+                   ")");
+  const bool per_head = slopes.dim() == 1 && slopes.size(0) == heads_q;
+  const bool per_batch_and_head =
+      slopes.dim() == 2 && slopes.size(0) == batch && slopes.size(1) == heads_q;
+  TORCH_CHECK_VALUE(per_head || per_batch_and_head,
+                    "flashmma_torch: alibi_slopes must have shape (heads_q,) = (", heads_q,
+                    ",) or (batch, heads_q) = (", batch, ", ", heads_q, ") (got ", slopes.sizes(),
+                    ")");
+  TORCH_CHECK_VALUE(slopes.stride(-1) == 1 || slopes.size(-1) <= 1,
+                    "flashmma_torch: alibi_slopes must have a contiguous last dimension "
+                    "(stride(-1) == 1, got ", slopes.stride(-1), "); call .contiguous() first");
+  // The slope of (b, h) is at b * batch_stride + h: 0 for (heads_q,), stride(0) for
+  // (batch, heads_q) (0 too for an expanded row, or a batch of one). flashmma takes no batch
+  // stride between 0 and heads_q (rows that overlap, which only as_strided makes): those are
+  // copied.
+  if (per_head || batch <= 1) return {slopes, 0};
+  if (slopes.stride(0) == 0 || slopes.stride(0) >= heads_q) return {slopes, slopes.stride(0)};
+  return {slopes.contiguous(), heads_q};
+}
+
+// The mask and window flashmma runs for FlashAttention-2's causal and window_size.
+struct Window {
+  bool causal = false;  // MaskKind::kCausal: key j visible to query i iff j <= i + d
+  int64_t left = -1;    // ForwardParams::window_left
+  int64_t right = -1;   // ForwardParams::window_right; -1 when causal (the mask bounds it)
+};
+
+// As FlashAttention-2 reads them: a negative side is unbounded, causal sets the right side to 0,
+// and a window whose right side is 0 and left side unbounded is the causal mask. A side that
+// reaches every key from every query bounds nothing and becomes -1, so that windows wider than the
+// sequences run as plain (or causal) attention: with d = seqlen_k - seqlen_q, the last query's
+// left bound seqlen_k - 1 - left is <= 0 once left >= seqlen_k - 1, and the first query's right
+// bound d + right is >= seqlen_k - 1 once right >= seqlen_q - 1. (FlashAttention-2 makes a side
+// >= seqlen_k unbounded: the same whenever seqlen_q <= seqlen_k + 1. For longer queries a right
+// side in [seqlen_k, seqlen_q - 1) still hides keys from the first rows, as its formula says.)
+Window normalize_window(bool causal, int64_t left, int64_t right, int64_t seqlen_q,
+                        int64_t seqlen_k) {
+  if (causal) right = 0;
+  if (left < 0 || left >= seqlen_k - 1) left = -1;
+  if (right < 0 || right >= seqlen_q - 1) right = -1;
+  Window window;
+  window.causal = right == 0;
+  window.left = left;
+  window.right = window.causal ? -1 : right;
+  return window;
+}
+
 flashmma::Status launch(const flashmma::ForwardParams& params, cudaStream_t stream) {
   if (flashmma::Status s = flashmma::validate_params(params); !s) return s;
   const int kernel_dim = flashmma::kernel_head_dim_for(params.head_dim);
@@ -109,6 +181,9 @@ void raise_on_error(const flashmma::Status& status) {
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v,
                                            std::optional<double> softmax_scale, bool causal,
+                                           int64_t window_left, int64_t window_right,
+                                           double softcap,
+                                           const std::optional<at::Tensor>& alibi_slopes,
                                            bool return_lse) {
   check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
   check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
@@ -140,6 +215,11 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   TORCH_CHECK_VALUE(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0),
                     "flashmma_torch: softmax_scale must be a positive finite number or None (got ",
                     softmax_scale.value_or(0.0), ")");
+  TORCH_CHECK_VALUE(std::isfinite(softcap) && softcap >= 0,
+                    "flashmma_torch: softcap must be a finite number >= 0 (0 turns it off; got ",
+                    softcap, ")");
+  const AlibiSlopes alibi =
+      alibi_slopes.has_value() ? prepare_alibi_slopes(*alibi_slopes, q) : AlibiSlopes{};
 
   const c10::cuda::CUDAGuard device_guard(q.device());
   // The scale follows the caller's head dim, not the padded one.
@@ -184,7 +264,15 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   params.v_strides = strides_of(v_ready);
   params.o_strides = strides_of(out);
   params.softmax_scale = static_cast<float>(scale);
-  params.mask = causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
+  const Window window = normalize_window(causal, window_left, window_right, seqlen_q, seqlen_k);
+  params.mask = window.causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
+  params.window_left = window.left;
+  params.window_right = window.right;
+  params.softcap = static_cast<float>(softcap);
+  if (alibi.slopes.defined()) {
+    params.alibi_slopes = alibi.slopes.data_ptr<float>();
+    params.alibi_batch_stride = alibi.batch_stride;
+  }
 
   raise_on_error(launch(params, at::cuda::getCurrentCUDAStream(q.get_device()).stream()));
 
@@ -196,7 +284,8 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
 
 TORCH_LIBRARY(flashmma, m) {
   m.def(
-      "forward(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, bool return_lse)"
+      "forward(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, int window_left,"
+      " int window_right, float softcap, Tensor? alibi_slopes, bool return_lse)"
       " -> (Tensor out, Tensor lse)");
 }
 

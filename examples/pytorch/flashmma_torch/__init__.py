@@ -3,14 +3,19 @@
     from flashmma_torch import flash_attn_func
     out = flash_attn_func(q, k, v, causal=True)            # (batch, seqlen_q, heads_q, head_dim)
     out, lse = flash_attn_func(q, k, v, return_lse=True)   # lse: (batch, heads_q, seqlen_q) fp32
+    out = flash_attn_func(q, k, v, window_size=(256, 0), softcap=30.0, alibi_slopes=slopes)
 
-flash_attn_func has FlashAttention-2's signature and calls the operator torch.ops.flashmma.forward,
-which torch.compile(fullgraph=True) and torch.export trace. Importing the package loads the
-compiled extension; from a source checkout without a prior `pip install`, the first import
-compiles it (a few minutes) and later imports reuse that build.
+flash_attn_func has FlashAttention-2's signature and semantics (causal, sliding windows, softcap,
+ALiBi) and calls the operator torch.ops.flashmma.forward, which torch.compile(fullgraph=True) and
+torch.export trace. Importing the package loads the compiled extension; from a source checkout
+without a prior `pip install`, the first import compiles it (a few minutes) and later imports
+reuse that build.
 
 Forward only: calling it with q, k or v requiring grad in grad mode raises NotImplementedError.
 """
+
+import math
+import operator
 
 # PyTorch first: the compiled extension links against its shared libraries (libc10.so, ...).
 import torch
@@ -31,24 +36,26 @@ def _unsupported(argument: str, why: str) -> NotImplementedError:
     return NotImplementedError(f"{argument} is not supported yet: {why}")
 
 
-def _is_causal(causal, window_size) -> bool:
-    """Whether the mask is causal, from causal and window_size as FlashAttention-2 reads them: a
-    negative side is unbounded, and causal=True sets the right side to 0, so causal=True or
-    window_size=(-1, 0) is causal attention and (-1, -1) is none. Other windows are refused."""
+def _window_sides(window_size):
+    """(left, right) from FlashAttention-2's window_size, a pair of ints. A negative side is
+    unbounded; the operator applies causal (which sets the right side to 0) and the rest of
+    FlashAttention-2's reading."""
     try:
-        left, right = (int(side) for side in window_size)
+        left, right = window_size
+        return operator.index(left), operator.index(right)
     except (TypeError, ValueError):
         raise ValueError(f"window_size must be a pair of ints (got {window_size!r})") from None
-    if causal:
-        right = 0
-    if left < 0 and right < 0:
-        return False
-    if left < 0 and right == 0:
-        return True
-    raise _unsupported(
-        f"window_size={tuple(window_size)!r}",
-        "flashmma_torch has no sliding-window (local) attention; pass (-1, -1), or causal=True",
-    )
+
+
+def _softcap_value(softcap) -> float:
+    """softcap as a float: 0.0 (off) or a positive finite cap."""
+    try:
+        value = float(softcap)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 0.0 <= value < math.inf:
+        raise ValueError(f"softcap must be a finite number >= 0, 0.0 turning it off (got {softcap!r})")
+    return value
 
 
 def flash_attn_func(
@@ -78,45 +85,59 @@ def flash_attn_func(
         dropout_p: must be 0.0 (no dropout yet).
         softmax_scale: multiplies q.k before the softmax; None means 1 / sqrt(head_dim).
         causal: if True, key j is visible to query i iff j <= i + seqlen_k - seqlen_q (the mask
-            is aligned to the bottom-right corner, as in FlashAttention >= 2.1). A query row that
-            sees no key gets zeros.
-        window_size: (-1, -1), no window; (-1, 0) is the same as causal=True. Other windows
-            (sliding-window attention) are not supported yet.
-        softcap: must be 0.0 (no soft-capping yet).
-        alibi_slopes: must be None (no ALiBi yet).
+            is aligned to the bottom-right corner, as in FlashAttention >= 2.1). Same as
+            window_size=(-1, 0); with a window, it sets the window's right side to 0.
+        window_size: (left, right), sliding-window (local) attention: key j is visible to query
+            i iff i + seqlen_k - seqlen_q - left <= j <= i + seqlen_k - seqlen_q + right,
+            aligned to the bottom-right corner like causal. A negative side is unbounded:
+            (-1, -1) is no window, (-1, 0) is causal, (left, 0) a causal sliding window.
+        softcap: 0.0 is off; > 0 replaces each scaled score s by softcap * tanh(s / softcap)
+            (as in Gemma-2 and Grok), before the ALiBi bias and the mask.
+        alibi_slopes: None, or a float32 tensor on q's device of shape (heads_q,) or
+            (batch, heads_q) (contiguous last dimension): adds
+            -slope * |i + seqlen_k - seqlen_q - j| to the score of query i and key j, after the
+            softcap (ALiBi, bottom-right aligned).
         deterministic: accepted and ignored: the forward pass is deterministic already.
         return_attn_probs: must be False. FlashAttention then returns
             (out, softmax_lse, S_dmask); here return_lse=True gives (out, lse).
-        return_lse (keyword only): also return the log-sum-exp of the scaled scores.
+        return_lse (keyword only): also return the log-sum-exp of the scores (after the softcap
+            and the ALiBi bias, over the visible keys).
 
     Returns:
         out, (batch, seqlen_q, heads_q, head_dim) in q's dtype; with return_lse=True the pair
-        (out, lse), lse being (batch, heads_q, seqlen_q) float32 in natural log (-inf for a row
-        that sees no key).
+        (out, lse), lse being (batch, heads_q, seqlen_q) float32 in natural log. A query row that
+        sees no key (causal or a window with seqlen_q > seqlen_k, or a window that ends before
+        the first key) gets zeros in out and -inf in lse.
 
     Raises:
-        NotImplementedError naming the argument and its value, for the options above that are
-        not supported yet; and when q, k or v requires grad while grad mode is enabled (there is
-        no backward pass yet: call it under torch.no_grad() or on detached tensors).
+        NotImplementedError naming the argument and its value, for dropout_p != 0 and
+        return_attn_probs=True; and when q, k or v requires grad while grad mode is enabled
+        (there is no backward pass yet: call it under torch.no_grad() or on detached tensors).
         ValueError, TypeError or RuntimeError naming the offending argument, for inputs on the
         CPU or on different devices, other dtypes, a wrong number of dimensions, mismatched
-        shapes, heads_q not a multiple of heads_kv or head_dim above 256.
+        shapes, heads_q not a multiple of heads_kv, head_dim above 256, a window_size that is
+        not a pair of ints, a negative or non-finite softcap, and alibi_slopes that are not
+        float32, not on q's device or not of shape (heads_q,) or (batch, heads_q).
 
     The kernel runs on PyTorch's current CUDA stream for q's device.
     """
     if dropout_p != 0.0:
         raise _unsupported(f"dropout_p={dropout_p!r}", "flashmma_torch has no dropout; pass 0.0")
-    if softcap != 0.0:
-        raise _unsupported(f"softcap={softcap!r}", "flashmma_torch has no soft-capping; pass 0.0")
-    if alibi_slopes is not None:
-        raise _unsupported("alibi_slopes", "flashmma_torch has no ALiBi; pass None")
     if return_attn_probs:
         raise _unsupported(
             "return_attn_probs=True",
             "flashmma_torch does not return attention probabilities; return_lse=True returns "
             "(out, lse)",
         )
-    causal = _is_causal(causal, window_size)
+    window_left, window_right = _window_sides(window_size)
+    softcap = _softcap_value(softcap)
+    if alibi_slopes is not None and not isinstance(alibi_slopes, torch.Tensor):
+        raise TypeError(
+            "alibi_slopes must be None or a float32 tensor of shape (heads_q,) or (batch, heads_q) "
+            f"(got {type(alibi_slopes).__name__})"
+        )
     scale = None if softmax_scale is None else float(softmax_scale)
-    out, lse = torch.ops.flashmma.forward(q, k, v, scale, causal, bool(return_lse))
+    out, lse = torch.ops.flashmma.forward(
+        q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes, bool(return_lse)
+    )
     return (out, lse) if return_lse else out

@@ -27,10 +27,19 @@ BACKWARD_MISSING = (
 
 
 @torch.library.register_fake(OPERATOR)
-def _forward_fake(q, k, v, softmax_scale, causal, return_lse):
+def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse):
+    # The outputs' sizes and strides depend on q and return_lse alone; the CUDA implementation
+    # checks the rest when it runs. The slopes' device is checked here too: the dispatcher picks
+    # this implementation for any call that has a meta tensor among its inputs.
     torch._check(q.dim() == 4, lambda: f"flashmma_torch: q must have 4 dimensions (got {q.dim()})")
     torch._check(k.dim() == 4, lambda: f"flashmma_torch: k must have 4 dimensions (got {k.dim()})")
     torch._check(v.dim() == 4, lambda: f"flashmma_torch: v must have 4 dimensions (got {v.dim()})")
+    if alibi_slopes is not None:
+        torch._check_value(
+            alibi_slopes.device == q.device,
+            lambda: f"flashmma_torch: alibi_slopes must be a CUDA tensor on q's device ({q.device}; "
+            f"got a tensor on {alibi_slopes.device})",
+        )
     batch, seqlen_q, heads_q, head_dim = q.shape
     padded_dim = (head_dim + HEAD_DIM_MULTIPLE - 1) // HEAD_DIM_MULTIPLE * HEAD_DIM_MULTIPLE
     out = q.new_empty((batch, seqlen_q, heads_q, padded_dim))[..., :head_dim]
