@@ -1,5 +1,6 @@
-"""Checks flashmma_torch.flash_attn_func against PyTorch's scaled_dot_product_attention computed in
-fp32 on upcast inputs. Needs a CUDA GPU; skipped without one.
+"""Checks flashmma_torch.flash_attn_func against an fp32 reference on upcast inputs, written here with
+FlashAttention-2's semantics (causal mask, sliding window, softcap, ALiBi) and itself checked against
+PyTorch's scaled_dot_product_attention. Needs a CUDA GPU; skipped without one.
 
     cd examples/pytorch && python3 -m pytest -q test_flashmma_torch.py
 
@@ -44,31 +45,84 @@ def make_inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, s
     )
 
 
-def visible_keys(seqlen_q, seqlen_k, causal):
-    """Boolean (seqlen_q, seqlen_k): key j visible to query i (bottom-right aligned causal)."""
-    if not causal:
-        return torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=DEVICE)
-    rows = torch.arange(seqlen_q, device=DEVICE)[:, None]
-    cols = torch.arange(seqlen_k, device=DEVICE)[None, :]
-    return cols <= rows + (seqlen_k - seqlen_q)
+def visible_keys(seqlen_q, seqlen_k, causal=False, window=(-1, -1)):
+    """Boolean (seqlen_q, seqlen_k): key j visible to query i, as FlashAttention-2 has it, aligned to
+    the bottom-right corner: i + d - left <= j <= i + d + right with d = seqlen_k - seqlen_q and
+    (left, right) = window, a negative side unbounded, causal setting the right side to 0. Nothing
+    is normalised here: a window wider than the sequences is taken as written."""
+    left, right = window
+    if causal:
+        right = 0
+    diagonal = torch.arange(seqlen_q, device=DEVICE)[:, None] + (seqlen_k - seqlen_q)
+    keys = torch.arange(seqlen_k, device=DEVICE)[None, :]
+    visible = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=DEVICE)
+    if left >= 0:
+        visible &= keys >= diagonal - left
+    if right >= 0:
+        visible &= keys <= diagonal + right
+    return visible
 
 
-def reference(q, k, v, causal=False, softmax_scale=None):
-    """(out, lse) in fp32: out (B, Sq, Hq, D), lse (B, Hq, Sq). Rows that see no key: 0, -inf."""
-    heads_q, heads_kv, head_dim = q.shape[2], k.shape[2], q.shape[3]
+def alibi_bias(slopes, batch, heads_q, seqlen_q, seqlen_k):
+    """(batch, heads_q, seqlen_q, seqlen_k) fp32: -slope(b, h) * |i + seqlen_k - seqlen_q - j|, slopes
+    of shape (heads_q,) (shared by the batch) or (batch, heads_q)."""
+    slopes = slopes.float().expand(batch, heads_q)
+    diagonal = torch.arange(seqlen_q, device=DEVICE)[:, None] + (seqlen_k - seqlen_q)
+    distance = (diagonal - torch.arange(seqlen_k, device=DEVICE)[None, :]).abs().float()
+    return -slopes[:, :, None, None] * distance
+
+
+def reference(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0, alibi_slopes=None):
+    """(out, lse) in fp32: out (B, Sq, Hq, D), lse (B, Hq, Sq), with FlashAttention-2's semantics:
+    score = scale * q.k; if softcap > 0, softcap * tanh(score / softcap); then the ALiBi bias; -inf
+    where the mask or the window hides the key. Rows that see no key: out 0, lse -inf."""
+    batch, seqlen_q, heads_q, head_dim = q.shape
+    seqlen_k, heads_kv = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else softmax_scale
     group = heads_q // heads_kv
     qf = q.float().transpose(1, 2)
     kf = k.float().transpose(1, 2).repeat_interleave(group, dim=1)
     vf = v.float().transpose(1, 2).repeat_interleave(group, dim=1)
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    if alibi_slopes is not None:
+        scores = scores + alibi_bias(alibi_slopes, batch, heads_q, seqlen_q, seqlen_k)
+    mask = visible_keys(seqlen_q, seqlen_k, causal, window)
+    scores = scores.masked_fill(~mask, -math.inf)
+    lse = torch.logsumexp(scores, dim=-1)
+    sees_a_key = mask.any(dim=-1)[:, None]
+    probs = torch.where(sees_a_key, torch.exp(scores - lse[..., None]), torch.zeros_like(scores))
+    out = torch.matmul(probs, vf)
+    return out.transpose(1, 2), lse
+
+
+def sdpa_reference(q, k, v, causal=False, softmax_scale=None):
+    """The plain and causal reference by PyTorch's own attention (math backend, fp32)."""
+    group = q.shape[2] // k.shape[2]
+    qf = q.float().transpose(1, 2)
+    kf = k.float().transpose(1, 2).repeat_interleave(group, dim=1)
+    vf = v.float().transpose(1, 2).repeat_interleave(group, dim=1)
     mask = visible_keys(q.shape[1], k.shape[1], causal)
     with sdpa_kernel(SDPBackend.MATH):
-        out = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, scale=scale)
-    sees_a_key = mask.any(dim=-1)[None, None, :, None]
-    out = torch.where(sees_a_key, out, torch.zeros_like(out))
-    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
-    lse = torch.logsumexp(scores.masked_fill(~mask, -math.inf), dim=-1)
-    return out.transpose(1, 2), lse
+        out = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, scale=softmax_scale)
+    out = torch.where(mask.any(dim=-1)[None, None, :, None], out, torch.zeros_like(out))
+    return out.transpose(1, 2)
+
+
+def alibi_slopes_per_head(heads_q):
+    """The ALiBi paper's slopes, 2^(-8 (h + 1) / heads_q), fp32 on the GPU: shape (heads_q,)."""
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / heads_q) for h in range(heads_q)], device=DEVICE)
+
+
+def alibi_slopes_per_batch_and_head(batch, heads_q, seed=0):
+    """Different slopes for every batch entry and head, in [0.01, 1): shape (batch, heads_q)."""
+    generator = torch.Generator(device=DEVICE).manual_seed(seed)
+    return 0.01 + 0.99 * torch.rand(batch, heads_q, generator=generator, device=DEVICE)
+
+
+def make_alibi_slopes(kind, batch, heads_q):
+    return alibi_slopes_per_head(heads_q) if kind == "per_head" else alibi_slopes_per_batch_and_head(batch, heads_q)
 
 
 def relative_l2(actual, expected):
@@ -76,15 +130,35 @@ def relative_l2(actual, expected):
     return (difference / expected.norm().clamp_min(1e-12)).item()
 
 
-def check(q, k, v, causal=False, softmax_scale=None):
-    out = flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal)
-    expected, _ = reference(q, k, v, causal, softmax_scale)
+def check(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0, alibi_slopes=None, return_lse=False):
+    """Checks flash_attn_func's out against the reference; with return_lse, its lse too. Returns
+    what flash_attn_func returned."""
+    result = flash_attn_func(
+        q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window, softcap=softcap,
+        alibi_slopes=alibi_slopes, return_lse=return_lse,
+    )  # fmt: skip
+    out, lse = result if return_lse else (result, None)
+    expected, expected_lse = reference(q, k, v, causal, softmax_scale, window, softcap, alibi_slopes)
     assert out.shape == q.shape[:3] + (v.shape[3],)
     assert out.dtype == q.dtype and out.device == q.device
     assert torch.isfinite(out).all()
     error = relative_l2(out, expected)
     assert error < TOLERANCE[q.dtype], f"relative L2 error {error:.3e}"
-    return out
+    if return_lse:
+        assert lse.shape == (q.shape[0], q.shape[2], q.shape[1]) and lse.dtype == torch.float32
+        # Rows that see no key must be -inf in both.
+        torch.testing.assert_close(lse, expected_lse, rtol=1e-4, atol=1e-3)
+    return result
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(17, 1000), (257, 257), (1000, 17)])
+def test_reference_matches_sdpa(seqlen_q, seqlen_k, causal):
+    # The reference's own softmax, against PyTorch's, where PyTorch has the same attention.
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 2, 64, torch.float16)
+    expected = sdpa_reference(q, k, v, causal, softmax_scale=0.2)
+    out, _ = reference(q, k, v, causal, softmax_scale=0.2)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
 
 SEQLEN_PAIRS = [(1, 17), (17, 1), (17, 1000), (127, 128), (128, 257), (257, 127), (1000, 17), (1000, 257), (257, 257)]
@@ -254,20 +328,13 @@ def test_positional_softmax_scale_and_causal(dtype):
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"dropout_p": 0.5}, r"dropout_p=0\.5 is not supported yet"),
-        ({"softcap": 30.0}, r"softcap=30\.0 is not supported yet"),
-        ({"alibi_slopes": "tensor"}, r"alibi_slopes is not supported yet"),
-        ({"window_size": (128, 0)}, r"window_size=\(128, 0\) is not supported yet"),
-        ({"window_size": (-1, 64)}, r"window_size=\(-1, 64\) is not supported yet"),
-        ({"window_size": (64, -1), "causal": True}, r"window_size=\(64, -1\) is not supported yet"),
+        ({"dropout_p": 0.5}, r"dropout_p=0\.5 is not supported yet: .*no dropout"),
         ({"return_attn_probs": True}, r"return_attn_probs=True is not supported yet: .*return_lse=True"),
     ],
-    ids=["dropout_p", "softcap", "alibi_slopes", "window_left", "window_right", "window_causal", "attn_probs"],
+    ids=["dropout_p", "attn_probs"],
 )
 def test_unsupported_arguments_raise(kwargs, message):
     q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
-    if kwargs.get("alibi_slopes") == "tensor":
-        kwargs = {"alibi_slopes": torch.zeros(2, device=DEVICE, dtype=torch.float32)}
     with pytest.raises(NotImplementedError, match=message):
         flash_attn_func(q, k, v, **kwargs)
 
@@ -293,6 +360,194 @@ def test_full_attention_spellings():
     expected = flash_attn_func(q, k, v)
     for kwargs in ({"window_size": (-1, -1)}, {"window_size": (-5, -3)}, {"deterministic": True}):
         assert torch.equal(flash_attn_func(q, k, v, **kwargs), expected)
+
+
+# --- FlashAttention-2's variants: sliding windows, softcap, ALiBi ---------------------------------
+
+# (window_size, causal)
+WINDOWS = [
+    ((0, 0), False),  # the key on the diagonal alone
+    ((64, 0), False),  # a causal sliding window, spelled as a window
+    ((64, -1), True),  # the same through causal=True, which sets the right side to 0
+    ((32, 16), False),  # two-sided
+    ((100, -1), False),  # left side only
+    ((-1, 50), False),  # right side only
+    ((5000, 5000), False),  # wider than both sequences: plain attention
+    ((5000, 7), True),  # wider than the keys, with causal: causal attention
+]
+WINDOW_IDS = ["diagonal", "causal_window", "causal_left", "two_sided", "left", "right", "wide", "wide_causal"]
+# Odd lengths, seqlen_q above and below seqlen_k.
+WINDOW_SEQLEN_PAIRS = [(1, 17), (17, 1), (77, 131), (131, 77), (127, 1000), (1000, 257), (257, 257)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("window,causal", WINDOWS, ids=WINDOW_IDS)
+@pytest.mark.parametrize("seqlen_q,seqlen_k", WINDOW_SEQLEN_PAIRS)
+def test_windows(seqlen_q, seqlen_k, window, causal, dtype):
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 2, 64, dtype)
+    check(q, k, v, causal=causal, window=window, return_lse=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize(
+    "window,causal", [((32, 16), False), ((48, 0), False), ((48, 3), True)], ids=["two_sided", "causal_window", "causal_left"]
+)
+@pytest.mark.parametrize("head_dim", [64, 72, 100, 128])
+def test_window_head_dims(head_dim, window, causal, dtype):
+    # 100 is zero-padded to 104 by the extension; 72 runs on a larger kernel head dim.
+    q, k, v = make_inputs(2, 200, 333, 4, 2, head_dim, dtype)
+    check(q, k, v, causal=causal, window=window)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("window", [(64, 0), (100, 100)], ids=["causal_window", "two_sided"])
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_window_grouped_query(group, window, dtype):
+    check(*make_inputs(2, 257, 1000, 8, 8 // group, 128, dtype), window=window)
+
+
+@pytest.mark.parametrize(
+    "seqlen_q,seqlen_k,window",
+    [(300, 100, (0, 0)), (300, 100, (10, 150)), (100, 300, (5, -1)), (131, 77, (-1, 3)), (77, 131, (20, 20))],
+    ids=["diagonal_long_queries", "right_past_the_keys", "left_long_keys", "right_long_queries", "two_sided_long_keys"],
+)
+def test_window_rows_that_see_no_key(seqlen_q, seqlen_k, window):
+    # Query i sees nothing when its window ends before key 0 (i + d + right < 0) or starts after
+    # the last key. (10, 150) with 300 queries and 100 keys: the right side is longer than the keys
+    # but rows i < 50 still see none, as the formula says. The last two cases hide no row.
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 2, 64, torch.float16)
+    out, lse = check(q, k, v, window=window, return_lse=True)
+    hidden = ~visible_keys(seqlen_q, seqlen_k, window=window).any(dim=-1)
+    assert torch.all(out[:, hidden] == 0)
+    assert torch.all(lse[:, :, hidden] == -math.inf)
+    assert torch.all(lse[:, :, ~hidden] > -math.inf)
+
+
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(200, 150), (150, 200), (1, 17), (17, 1)])
+def test_windows_that_hide_nothing(seqlen_q, seqlen_k):
+    # A side that reaches every key from every query (left >= seqlen_k - 1, right >= seqlen_q - 1)
+    # hides nothing: the same kernel as no window runs, so the results are identical.
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 2, 2, 64, torch.bfloat16)
+    full = flash_attn_func(q, k, v)
+    causal = flash_attn_func(q, k, v, causal=True)
+    for window in [(seqlen_k - 1, seqlen_q - 1), (seqlen_k, seqlen_q), (10**6, 10**6)]:
+        assert torch.equal(flash_attn_func(q, k, v, window_size=window), full), window
+        assert torch.equal(flash_attn_func(q, k, v, window_size=window, causal=True), causal), window
+        assert torch.equal(flash_attn_func(q, k, v, window_size=(window[0], 0)), causal), window
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("softcap", [0.5, 5.0, 30.0])
+def test_softcap(softcap, causal, dtype):
+    # 0.5 is a tiny cap: every score lands in (-0.5, 0.5).
+    q, k, v = make_inputs(2, 257, 513, 4, 2, 64, dtype)
+    check(q, k, v, causal=causal, softcap=softcap, return_lse=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+def test_softcap_with_softmax_scale(dtype):
+    # The cap applies to the scaled score.
+    q, k, v = make_inputs(2, 130, 300, 2, 1, 100, dtype)
+    check(q, k, v, softmax_scale=0.7, softcap=2.0, return_lse=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("kind", ["per_head", "per_batch_and_head"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(257, 257), (127, 1000), (1000, 257), (17, 1)])
+def test_alibi(seqlen_q, seqlen_k, kind, causal, dtype):
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 4, 2, 64, dtype)
+    check(q, k, v, causal=causal, alibi_slopes=make_alibi_slopes(kind, 2, 4), return_lse=True)
+
+
+def test_alibi_slope_layouts():
+    q, k, v = make_inputs(3, 100, 230, 4, 4, 64, torch.float16)
+    per_head = alibi_slopes_per_head(4)
+    expected = flash_attn_func(q, k, v, alibi_slopes=per_head)
+    # (batch, heads_q) rows that repeat one row, by expand (batch stride 0) or by copying.
+    assert torch.equal(flash_attn_func(q, k, v, alibi_slopes=per_head.expand(3, 4)), expected)
+    assert torch.equal(flash_attn_func(q, k, v, alibi_slopes=per_head.repeat(3, 1)), expected)
+    # (batch, heads_q) columns of a wider tensor: a batch stride of 10.
+    wide = alibi_slopes_per_batch_and_head(3, 10)
+    check(q, k, v, alibi_slopes=wide[:, 3:7], return_lse=True)
+    # Rows that overlap (batch stride 2 < heads_q) are copied by the extension.
+    overlapping = wide.flatten()[:10].as_strided((3, 4), (2, 1))
+    check(q, k, v, alibi_slopes=overlapping, return_lse=True)
+    # A batch of one, per batch entry and head.
+    check(q[:1], k[:1], v[:1], alibi_slopes=wide[:1, :4], return_lse=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("softcap", [0.5, 20.0])
+@pytest.mark.parametrize("head_dim", [100, 128])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(257, 257), (131, 77), (77, 1000)])
+def test_window_softcap_alibi(seqlen_q, seqlen_k, head_dim, softcap, causal, dtype):
+    # Everything at once, with grouped-query attention; causal sets the window's right side to 0.
+    q, k, v = make_inputs(2, seqlen_q, seqlen_k, 8, 2, head_dim, dtype)
+    slopes = alibi_slopes_per_batch_and_head(2, 8)
+    check(q, k, v, causal=causal, window=(48, 16), softcap=softcap, alibi_slopes=slopes, return_lse=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+def test_alibi_with_causal_window_and_transposed_storage(dtype):
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in make_inputs(2, 200, 333, 4, 2, 72, dtype))
+    check(q, k, v, window=(40, 0), alibi_slopes=alibi_slopes_per_head(4), softcap=10.0, return_lse=True)
+
+
+def _invalid_variant_cases():
+    """(id, flash_attn_func's keyword arguments, the exception, a pattern of its message), for
+    q (2, 16, 4, 64) and k, v (2, 16, 2, 64)."""
+    slopes = alibi_slopes_per_head(4)
+    return [
+        ("alibi_fp16", {"alibi_slopes": slopes.half()}, TypeError, r"alibi_slopes must be torch\.float32 \(got Half\)"),
+        ("alibi_fp64", {"alibi_slopes": slopes.double()}, TypeError, r"alibi_slopes must be torch\.float32"),
+        ("alibi_heads", {"alibi_slopes": torch.ones(5, device=DEVICE)}, ValueError,
+         r"alibi_slopes must have shape \(heads_q,\) = \(4,\) or \(batch, heads_q\) = \(2, 4\) \(got \[5\]\)"),
+        ("alibi_batch", {"alibi_slopes": torch.ones(3, 4, device=DEVICE)}, ValueError, r"alibi_slopes must have shape"),
+        ("alibi_transposed", {"alibi_slopes": torch.ones(4, 2, device=DEVICE)}, ValueError, r"alibi_slopes must have shape"),
+        ("alibi_3d", {"alibi_slopes": torch.ones(2, 4, 1, device=DEVICE)}, ValueError, r"alibi_slopes must have shape"),
+        ("alibi_scalar", {"alibi_slopes": torch.tensor(0.5, device=DEVICE)}, ValueError, r"alibi_slopes must have shape"),
+        ("alibi_strided", {"alibi_slopes": torch.ones(8, device=DEVICE)[::2]}, ValueError,
+         r"alibi_slopes must have a contiguous last dimension \(stride\(-1\) == 1, got 2\)"),
+        ("alibi_cpu", {"alibi_slopes": slopes.cpu()}, ValueError, r"alibi_slopes must be a CUDA tensor on q's device \(cuda:0; got a tensor on cpu\)"),
+        ("alibi_list", {"alibi_slopes": slopes.tolist()}, TypeError, r"alibi_slopes must be None or a float32 tensor .*\(got list\)"),
+        ("softcap_negative", {"softcap": -1.0}, ValueError, r"softcap must be a finite number >= 0, 0\.0 turning it off \(got -1\.0\)"),
+        ("softcap_nan", {"softcap": math.nan}, ValueError, r"softcap must be a finite number >= 0"),
+        ("softcap_inf", {"softcap": math.inf}, ValueError, r"softcap must be a finite number >= 0"),
+        ("softcap_none", {"softcap": None}, ValueError, r"softcap must be a finite number >= 0"),
+        ("window_three", {"window_size": (1, 2, 3)}, ValueError, r"window_size must be a pair of ints \(got \(1, 2, 3\)\)"),
+        ("window_one", {"window_size": (4,)}, ValueError, r"window_size must be a pair of ints"),
+        ("window_int", {"window_size": 4}, ValueError, r"window_size must be a pair of ints"),
+        ("window_none", {"window_size": None}, ValueError, r"window_size must be a pair of ints"),
+        ("window_float", {"window_size": (1.5, 0)}, ValueError, r"window_size must be a pair of ints"),
+        ("window_str", {"window_size": "ab"}, ValueError, r"window_size must be a pair of ints"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(len(_invalid_variant_cases())), ids=[c[0] for c in _invalid_variant_cases()])
+def test_invalid_variant_arguments_raise(case):
+    _, kwargs, error, message = _invalid_variant_cases()[case]
+    q, k, v = make_inputs(2, 16, 16, 4, 2, 64, torch.float16)
+    with pytest.raises(error, match=message):
+        flash_attn_func(q, k, v, **kwargs)
+
+
+def test_operator_checks_softcap():
+    # The operator's own check, for callers that skip flash_attn_func.
+    q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
+    with pytest.raises(ValueError, match=r"softcap must be a finite number >= 0 \(0 turns it off; got -2\)"):
+        torch.ops.flashmma.forward(q, k, v, None, False, -1, -1, -2.0, None, False)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_alibi_slopes_on_another_device_raise():
+    q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
+    slopes = alibi_slopes_per_head(2).to("cuda:1")
+    message = r"alibi_slopes must be a CUDA tensor on q's device \(cuda:0; got a tensor on cuda:1\)"
+    with pytest.raises(ValueError, match=message):
+        flash_attn_func(q, k, v, alibi_slopes=slopes)
 
 
 # --- gradients ------------------------------------------------------------------------------------
@@ -345,21 +600,26 @@ def test_requires_grad_raises_when_compiled():
 class Attention(torch.nn.Module):
     """A small module around flash_attn_func, with ops before and after it to fuse."""
 
-    def __init__(self, causal=False, return_lse=False):
+    def __init__(self, causal=False, return_lse=False, window=(-1, -1), softcap=0.0):
         super().__init__()
         self.causal = causal
         self.return_lse = return_lse
+        self.window = window
+        self.softcap = softcap
 
-    def forward(self, q, k, v):
-        result = flash_attn_func(q * 0.5, k, v, causal=self.causal, return_lse=self.return_lse)
+    def forward(self, q, k, v, alibi_slopes=None):
+        result = flash_attn_func(
+            q * 0.5, k, v, causal=self.causal, window_size=self.window, softcap=self.softcap,
+            alibi_slopes=alibi_slopes, return_lse=self.return_lse,
+        )  # fmt: skip
         if self.return_lse:
             out, lse = result
             return out.float() * 2.0, lse + 1.0
         return result.float() * 2.0
 
 
-def _expected(q, k, v, causal):
-    out, lse = reference(q * 0.5, k, v, causal)
+def _expected(q, k, v, causal, window=(-1, -1), softcap=0.0, alibi_slopes=None):
+    out, lse = reference(q * 0.5, k, v, causal, None, window, softcap, alibi_slopes)
     return out * 2.0, lse + 1.0
 
 
@@ -401,12 +661,72 @@ def test_torch_export():
     assert relative_l2(exported.module()(q2, k2, v2)[0], expected_out) < TOLERANCE[torch.float16]
 
 
+# (window_size, causal, softcap, ALiBi slopes: None, "per_head" or "per_batch_and_head", return_lse)
+COMPILED_VARIANTS = [
+    ((32, 8), False, 0.0, None, False),
+    ((64, -1), True, 5.0, None, True),
+    ((-1, -1), False, 0.0, "per_head", True),
+    ((48, 16), True, 0.5, "per_batch_and_head", True),
+    ((40, 40), False, 30.0, "per_head", False),
+]
+COMPILED_VARIANT_IDS = ["window", "causal_window_softcap", "alibi", "all_causal", "all"]
+
+
+@pytest.mark.parametrize("head_dim", [64, 100], ids=["d64", "d100_padded"])
+@pytest.mark.parametrize("window,causal,softcap,alibi,return_lse", COMPILED_VARIANTS, ids=COMPILED_VARIANT_IDS)
+def test_torch_compile_fullgraph_variants(window, causal, softcap, alibi, return_lse, head_dim):
+    # The window, softcap and slopes go through the operator: no graph break.
+    torch._dynamo.reset()
+    q, k, v = make_inputs(2, 129, 257, 4, 2, head_dim, torch.bfloat16)
+    slopes = None if alibi is None else make_alibi_slopes(alibi, 2, 4)
+    compiled = torch.compile(Attention(causal, return_lse, window, softcap), fullgraph=True)
+    result = compiled(q, k, v, slopes)
+    expected_out, expected_lse = _expected(q, k, v, causal, window, softcap, slopes)
+    out = result[0] if return_lse else result
+    assert out.shape == (2, 129, 4, head_dim)
+    assert relative_l2(out, expected_out) < TOLERANCE[torch.bfloat16]
+    if return_lse:
+        torch.testing.assert_close(result[1], expected_lse, rtol=1e-4, atol=1e-3)
+
+
+def test_torch_compile_dynamic_shapes_variants():
+    torch._dynamo.reset()
+    compiled = torch.compile(Attention(True, False, (16, 4), 5.0), fullgraph=True, dynamic=True)
+    slopes = alibi_slopes_per_head(2)
+    for seqlen_q, seqlen_k, head_dim in [(64, 100, 40), (200, 77, 40), (33, 300, 17)]:
+        q, k, v = make_inputs(2, seqlen_q, seqlen_k, 2, 1, head_dim, torch.float16)
+        expected_out, _ = _expected(q, k, v, True, (16, 4), 5.0, slopes)
+        assert relative_l2(compiled(q, k, v, slopes), expected_out) < TOLERANCE[torch.float16]
+
+
+def test_torch_export_variants():
+    q, k, v = make_inputs(2, 100, 160, 4, 2, 72, torch.float16)
+    slopes = alibi_slopes_per_batch_and_head(2, 4)
+    module = Attention(causal=False, return_lse=True, window=(40, 8), softcap=5.0)
+    exported = torch.export.export(module, (q, k, v, slopes))
+    assert "flashmma.forward" in str(exported.graph)
+    out, lse = exported.module()(q, k, v, slopes)
+    eager_out, eager_lse = module(q, k, v, slopes)
+    assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse)
+    # The exported program runs on other inputs (and slopes) of the same shapes.
+    q2, k2, v2 = make_inputs(2, 100, 160, 4, 2, 72, torch.float16, seed=1)
+    slopes2 = alibi_slopes_per_batch_and_head(2, 4, seed=1)
+    expected_out, _ = _expected(q2, k2, v2, False, (40, 8), 5.0, slopes2)
+    assert relative_l2(exported.module()(q2, k2, v2, slopes2)[0], expected_out) < TOLERANCE[torch.float16]
+
+
 @pytest.mark.parametrize("head_dim,return_lse", [(64, True), (100, False), (17, True)])
 def test_opcheck(head_dim, return_lse):
     # Schema, fake implementation (sizes, strides, dtypes) and the autograd registration.
+    # Arguments: q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+    # return_lse.
     q, k, v = make_inputs(2, 65, 130, 4, 2, head_dim, torch.bfloat16)
-    torch.library.opcheck(torch.ops.flashmma.forward.default, (q, k, v, None, True, return_lse))
-    torch.library.opcheck(torch.ops.flashmma.forward.default, (q, k, v, 0.2, False, return_lse))
+    forward = torch.ops.flashmma.forward.default
+    torch.library.opcheck(forward, (q, k, v, None, True, -1, -1, 0.0, None, return_lse))
+    torch.library.opcheck(forward, (q, k, v, 0.2, False, -1, -1, 0.0, None, return_lse))
+    torch.library.opcheck(forward, (q, k, v, None, False, 32, 16, 5.0, alibi_slopes_per_head(4), return_lse))
+    slopes = alibi_slopes_per_batch_and_head(2, 4)
+    torch.library.opcheck(forward, (q, k, v, 0.2, True, 48, -1, 0.5, slopes, return_lse))
 
 
 # --- packaging ------------------------------------------------------------------------------------
