@@ -43,6 +43,7 @@ class TileCopy {
     column_ = (thread % Config::kChunksPerRow) * kElementsPerChunk;
     column_in_bounds_ = column_ < head_dim;
     head_dim_ = head_dim;
+    thread_offset_ = first_row_ * row_stride_ + column_;
   }
 
   // Copies rows [first_row, first_row + Rows) of `matrix`; only the first `rows_left` of them
@@ -51,7 +52,11 @@ class TileCopy {
   FLASHMMA_DEVICE void issue(Element* smem_tile, const Element* matrix, int64_t first_row,
                              int64_t rows_left) const {
     if constexpr (kFixedColumn) {
-      const Element* source = matrix + (first_row + first_row_) * row_stride_ + column_;
+      // The tile's offset (the same for every thread) plus the thread's own, computed once: kept
+      // apart so that the per-tile product stays on the uniform datapath. Written as one
+      // product of the summed rows, the compiler multiplied per thread on every copy, which cost
+      // the register-bound 256 x 64 d = 128 tile 3.5% on an H200.
+      const Element* source = matrix + first_row * row_stride_ + thread_offset_;
       Element* const destination = smem_tile + Layout::offset(first_row_, column_);
 #pragma unroll
       for (int i = 0; i < kChunksPerThread; ++i) {
@@ -82,6 +87,7 @@ class TileCopy {
 
  private:
   int64_t row_stride_;
+  int64_t thread_offset_;  // first_row_ * row_stride_ + column_
   int first_row_;
   int column_;
   int head_dim_;
