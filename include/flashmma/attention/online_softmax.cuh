@@ -57,8 +57,12 @@ struct OnlineSoftmax {
       const float new_max = fmaxf(row_max[r], tile_max);
       max_changed |= new_max != row_max[r];
       reference[r] = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-      // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0.
-      correction[r] = ptx::ex2_approx(row_max[r] * scale_log2 - reference[r]);
+      // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0. An
+      // unchanged maximum gives exactly 2^0 = 1 because the product is rounded as reference's
+      // was (__fmul_rn): contracted into one fma it would leave reference's rounding error,
+      // every tile would nudge the sum by an ulp, and skipping a hidden tile or not would
+      // change the result.
+      correction[r] = ptx::ex2_approx(__fmul_rn(row_max[r], scale_log2) - reference[r]);
       row_max[r] = new_max;
     }
     if constexpr (kRescaleFirst) rescale(output, correction, max_changed);
