@@ -67,7 +67,7 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
   args.seqlen_k = p.seqlen_k;
   args.heads_q = p.heads_q;
   args.head_dim = static_cast<int>(p.head_dim);
-  args.group_size = p.heads_q / p.heads_kv;
+  args.group_size = p.group_size();
   args.q_strides = p.q_strides;
   args.k_strides = p.k_strides;
   args.v_strides = p.v_strides;
@@ -89,7 +89,7 @@ SchedulerInputs scheduler_inputs(const ForwardParams& p, const DeviceInfo& devic
   in.batch = p.batch;
   in.seqlen_k = p.seqlen_k;
   in.head_dim = p.head_dim;
-  in.group_size = p.heads_q / p.heads_kv;
+  in.group_size = p.group_size();
   in.element_bytes = static_cast<int64_t>(sizeof(typename Config::element_type));
   in.block_m = Config::kBlockM;
   in.l2_bytes = static_cast<int64_t>(device.l2_cache_bytes);
