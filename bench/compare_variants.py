@@ -685,8 +685,12 @@ def render_markdown(meta: dict, rows: list[dict]) -> str:
 
 def portable_command(argv) -> str:
     """The command line as run from the repository root, output paths by their file name under
-    OUTDIR (as compare.py records it)."""
+    OUTDIR (as compare.py records it), less --bench-command (recorded on its own)."""
     words = ["python3"]
+    argv = [word for word in argv if not word.startswith("--bench-command=")]
+    if "--bench-command" in argv:
+        at = argv.index("--bench-command")
+        del argv[at:at + 2]
     for word in argv:
         path = Path(word)
         if path.is_absolute():

@@ -249,7 +249,7 @@ if [ -n "$ONLY_VARIANTS" ] || [ "$VARIANTS" != 0 ]; then
     step variants_build build_variants_bench
     finish variants_build
   fi
-  VARIANTS_BENCH_ARGS="--preset variants --dtype both --format csv --out bench_variants.csv ${BENCH_ARGS:-}"
+  VARIANTS_BENCH_ARGS="--preset variants --dtype both --format csv --out bench_variants.csv${BENCH_ARGS:+ $BENCH_ARGS}"
   # No stale numbers: compare_variants reads whatever bench_variants.csv is there.
   rm -f "$VARIANT_DIR/bench_variants.csv" "$VARIANT_DIR/compare_variants.csv" \
     "$VARIANT_DIR/compare_variants.json" "$OUTDIR/perf_variants.md"
