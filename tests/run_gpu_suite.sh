@@ -12,6 +12,8 @@
 #                of shapes (masks, GQA, ragged lengths, every kernel family) and on custom_tiles
 #   policies     compute-sanitizer memcheck, racecheck and synccheck on the score-policy tests
 #                (windows, ALiBi, softcap, a user policy; racecheck on the window cases)
+#   variants     memcheck on the variant fields through forward<Config>(params) and on the
+#                document-mask policy (device arrays of its own)
 #   no_arch      examples/basic_forward.cu built by plain `nvcc` without -arch (compute_75 only
 #                under CUDA 13): it must be refused with kUnsupportedDevice, never run
 # ONLY_POLICIES=1 builds only test_forward_policies and runs only its sanitizer step.
@@ -112,6 +114,17 @@ sanitize_policies() {
   return $status
 }
 
+# The variant fields through the dispatch (windows, softcap, ALiBi reading its slopes) and a
+# user's policy reading its own device arrays (the document mask), under memcheck.
+sanitize_variants() {
+  local status=0
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_forward_variant_params"     "forward<Config>(params) runs the variant fields too" > "$WORK_DIR/san.out" 2>&1 || status=1
+  tail -n 4 "$WORK_DIR/san.out"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_document_mask"     > "$WORK_DIR/san.out" 2>&1 || status=1
+  tail -n 4 "$WORK_DIR/san.out"
+  return $status
+}
+
 # The build mistake of a user who forgets -arch: it must compile, and be refused at run time.
 no_arch() {
   nvcc -std=c++17 -I"$REPO/include" "$REPO/examples/basic_forward.cu" -o "$WORK_DIR/no_arch" &&
@@ -129,6 +142,7 @@ if [ -z "${ONLY_POLICIES:-}" ]; then
   for tool in memcheck racecheck synccheck; do step "$tool" sanitize "$tool"; done
 fi
 step policies sanitize_policies
+[ -z "${ONLY_POLICIES:-}" ] && step variants sanitize_variants
 step no_arch no_arch
 
 {
