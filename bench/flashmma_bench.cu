@@ -1121,7 +1121,8 @@ void write_ratios(std::ostream& out, const std::vector<Result>& results) {
            << (builtin ? number(r.ms_median / builtin->ms_median, 3) : std::string("n/a"))
            << " (goal: within 5%), alibi-user / alibi-policy "
            << (policy ? number(r.ms_median / policy->ms_median, 3) : std::string("n/a"))
-           << "; alibi-user ran " << r.config;
+           << "; alibi-user ran " << r.config << ", the built-in "
+           << (builtin && !builtin->kernel.empty() ? builtin->kernel : std::string("n/a"));
       lines.push_back(line.str());
       continue;
     }
