@@ -27,20 +27,38 @@
 
 namespace flashmma {
 
-// The built-in score policy forward(params) runs. Four kernels per config cover every
-// combination of mask, window, softcap and ALiBi that params can ask for:
-//   kFullAttention   no mask, no window, no transform
-//   kCausalMask      the causal mask, or the window (-1, 0), and no transform
-//   kSlidingWindow   any other window (params.window_left / window_right), no transform
-//   kRuntimeVariant  a softcap or ALiBi, with any window or mask (RuntimeVariant's switches)
-enum class BuiltinPolicy : int { kFullAttention, kCausalMask, kSlidingWindow, kRuntimeVariant };
+// The built-in score policy forward(params) runs. Six kernels per config cover every
+// combination of mask, window, softcap and ALiBi that params can ask for: the mask and the
+// window are one runtime window, and each transform that is on has its own kernel, so a score
+// pays only for what is on.
+//   kFullAttention   no mask, no window, no transform                       FullAttention
+//   kCausalMask      the causal mask, or the window (-1, 0), no transform   CausalMask
+//   kSlidingWindow   any other window, no transform                         SlidingWindow
+//   kSoftcap         a softcap, with any mask or window                     SoftcapWindow
+//   kAlibi           ALiBi, with any mask or window                         AlibiWindow
+//   kSoftcapAlibi    both, softcap first                                    SoftcapAlibiWindow
+enum class BuiltinPolicy : int {
+  kFullAttention,
+  kCausalMask,
+  kSlidingWindow,
+  kSoftcap,
+  kAlibi,
+  kSoftcapAlibi
+};
+
+using SoftcapWindow = Combined<Softcap, SlidingWindow>;
+using AlibiWindow = Combined<AlibiBias, SlidingWindow>;
+using SoftcapAlibiWindow = Combined<Softcap, AlibiWindow>;
 
 inline const char* builtin_policy_name(BuiltinPolicy policy) {
   switch (policy) {
     case BuiltinPolicy::kFullAttention: return "FullAttention";
     case BuiltinPolicy::kCausalMask: return "CausalMask";
     case BuiltinPolicy::kSlidingWindow: return "SlidingWindow";
-    case BuiltinPolicy::kRuntimeVariant: return "RuntimeVariant";
+    case BuiltinPolicy::kSoftcap: return "Combined<Softcap, SlidingWindow>";
+    case BuiltinPolicy::kAlibi: return "Combined<AlibiBias, SlidingWindow>";
+    case BuiltinPolicy::kSoftcapAlibi:
+      return "Combined<Softcap, Combined<AlibiBias, SlidingWindow>>";
   }
   return "?";
 }
@@ -59,19 +77,21 @@ inline SlidingWindow effective_window(const ForwardParams& p) {
   return window;
 }
 
-// params.softcap and params.alibi_slopes as RuntimeVariant's switches, with the window.
-inline RuntimeVariant runtime_variant(const ForwardParams& p) {
-  RuntimeVariant variant;
-  variant.window = effective_window(p);
-  if (p.softcap > 0.f) variant.softcap = Softcap::with_cap(p.softcap);
-  variant.alibi.slopes = p.alibi_slopes;
-  variant.alibi.batch_stride = p.alibi_batch_stride;
-  return variant;
+// params.alibi_slopes as the policy.
+inline AlibiBias builtin_alibi(const ForwardParams& p) {
+  AlibiBias alibi;
+  alibi.slopes = p.alibi_slopes;
+  alibi.batch_stride = p.alibi_batch_stride;
+  return alibi;
 }
 
 // Expects validated params.
 inline BuiltinPolicy builtin_policy_for(const ForwardParams& p) {
-  if (p.softcap > 0.f || p.alibi_slopes != nullptr) return BuiltinPolicy::kRuntimeVariant;
+  const bool softcap = p.softcap > 0.f;
+  const bool alibi = p.alibi_slopes != nullptr;
+  if (softcap && alibi) return BuiltinPolicy::kSoftcapAlibi;
+  if (softcap) return BuiltinPolicy::kSoftcap;
+  if (alibi) return BuiltinPolicy::kAlibi;
   const SlidingWindow window = effective_window(p);
   if (window.left < 0 && window.right < 0) return BuiltinPolicy::kFullAttention;
   if (window.left < 0 && window.right == 0) return BuiltinPolicy::kCausalMask;
@@ -81,10 +101,15 @@ inline BuiltinPolicy builtin_policy_for(const ForwardParams& p) {
 // Calls visit(policy) with the built-in policy forward(params) runs, as its own type.
 template <class Visitor>
 decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit) {
+  const SlidingWindow window = effective_window(p);
   switch (builtin_policy_for(p)) {
     case BuiltinPolicy::kCausalMask: return visit(CausalMask{});
-    case BuiltinPolicy::kSlidingWindow: return visit(effective_window(p));
-    case BuiltinPolicy::kRuntimeVariant: return visit(runtime_variant(p));
+    case BuiltinPolicy::kSlidingWindow: return visit(window);
+    case BuiltinPolicy::kSoftcap: return visit(SoftcapWindow{{}, Softcap::with_cap(p.softcap), window});
+    case BuiltinPolicy::kAlibi: return visit(AlibiWindow{{}, builtin_alibi(p), window});
+    case BuiltinPolicy::kSoftcapAlibi:
+      return visit(SoftcapAlibiWindow{
+          {}, Softcap::with_cap(p.softcap), AlibiWindow{{}, builtin_alibi(p), window}});
     case BuiltinPolicy::kFullAttention: break;
   }
   return visit(FullAttention{});

@@ -122,7 +122,7 @@ Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cud
 
 }  // namespace detail
 
-// Runs Config with the built-in policy params ask for: four kernels are compiled, one per
+// Runs Config with the built-in policy params ask for: six kernels are compiled, one per
 // BuiltinPolicy (default_dispatch.hpp).
 template <class Config>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
@@ -154,7 +154,7 @@ template <class Config, class Policy>
 // Runs the default of one kernel head dim (traits/default_configs.hpp): the built-in policy
 // params ask for, on the general config when it masks nothing, on the causal one when it does,
 // or on the compact one on a GPU whose per-block shared memory cannot hold those. A translation
-// unit that calls it compiles four to eight kernels: one per BuiltinPolicy and config it may run.
+// unit that calls it compiles six to twelve kernels: one per BuiltinPolicy and config it may run.
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
@@ -188,8 +188,9 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types with every built-in policy it runs on (KERNELS kernels); call forward<Config> to
-// compile just one config (four kernels), or link flashmma::kernels to compile none. It is a template only so that merely including this header instantiates nothing.
+// element types with every built-in policy it runs on (132 kernels); call forward<Config> to
+// compile just one config (six kernels), or link flashmma::kernels to compile none. It is a
+// template only so that merely including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;

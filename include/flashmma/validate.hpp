@@ -135,6 +135,13 @@ inline Status check_variant(const ForwardParams& p) {
     }
     return Status::success();
   }
+  constexpr int64_t kMaxAlibiSeqlen = 2147483647;  // AlibiBias forms distances in 32 bits
+  if (p.seqlen_q > kMaxAlibiSeqlen || p.seqlen_k > kMaxAlibiSeqlen) {
+    std::ostringstream os;
+    os << "ALiBi needs seqlen_q and seqlen_k below 2^31 (got " << p.seqlen_q << " and "
+       << p.seqlen_k << ")";
+    return invalid(os.str());
+  }
   if (reinterpret_cast<std::uintptr_t>(p.alibi_slopes) % alignof(float) != 0) {
     return invalid("alibi_slopes must be 4-byte aligned (an fp32 array of [heads_q] or "
                    "[batch, heads_q] slopes)");

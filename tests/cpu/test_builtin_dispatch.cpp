@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which built-in policy and config flashmma::forward(params) runs (default_dispatch.hpp): the
-// mask, window, softcap and ALiBi fields to one of four kernels per config, the exact
+// mask, window, softcap and ALiBi fields to one of six kernels per config, the exact
 // normalisation of windows that hide nothing, and the description of the kernel.
 #include "support/catch.hpp"
 
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace {
 
@@ -51,32 +52,38 @@ TEST_CASE("The fields choose one of four built-in policies", "[dispatch]") {
 
   ForwardParams capped = params(1000, 1000);
   capped.softcap = 30.f;
-  CHECK(flashmma::builtin_policy_for(capped) == BuiltinPolicy::kRuntimeVariant);
+  CHECK(flashmma::builtin_policy_for(capped) == BuiltinPolicy::kSoftcap);
   ForwardParams alibi = params(1000, 1000);
   alibi.alibi_slopes = fake_slopes();
   alibi.mask = MaskKind::kCausal;
-  CHECK(flashmma::builtin_policy_for(alibi) == BuiltinPolicy::kRuntimeVariant);
+  CHECK(flashmma::builtin_policy_for(alibi) == BuiltinPolicy::kAlibi);
+  alibi.softcap = 5.f;
+  CHECK(flashmma::builtin_policy_for(alibi) == BuiltinPolicy::kSoftcapAlibi);
 }
 
-TEST_CASE("RuntimeVariant carries the fields as its switches", "[dispatch]") {
+TEST_CASE("The transform policies carry the fields", "[dispatch]") {
   ForwardParams p = params(64, 80);
   p.mask = MaskKind::kCausal;
   p.window_left = 10;
   p.softcap = 20.f;
   p.alibi_slopes = fake_slopes();
   p.alibi_batch_stride = 4;
-  const flashmma::RuntimeVariant variant = flashmma::runtime_variant(p);
-  CHECK(variant.window.left == 10);
-  CHECK(variant.window.right == 0);
-  CHECK(variant.softcap.cap == 20.f);
-  CHECK(variant.softcap.inverse_cap == 1.f / 20.f);
-  CHECK(variant.alibi.slopes == fake_slopes());
-  CHECK(variant.alibi.batch_stride == 4);
-
-  // Switched off: the transform is the identity.
-  const flashmma::RuntimeVariant off = flashmma::runtime_variant(params(64, 80));
-  const flashmma::SequenceLengths lengths{64, 80};
-  CHECK(off.transform(1.25f, {0, 0, 3, 7}, lengths) == 1.25f);
+  bool visited = false;
+  flashmma::visit_builtin_policy(p, [&](const auto& policy) {
+    using Policy = std::decay_t<decltype(policy)>;
+    REQUIRE(std::is_same<Policy, flashmma::SoftcapAlibiWindow>::value);
+    if constexpr (std::is_same<Policy, flashmma::SoftcapAlibiWindow>::value) {
+      CHECK(policy.first.cap == 20.f);
+      CHECK(policy.first.inverse_cap == 1.f / 20.f);
+      CHECK(policy.second.first.slopes == fake_slopes());
+      CHECK(policy.second.first.batch_stride == 4);
+      CHECK(policy.second.second.left == 10);
+      CHECK(policy.second.second.right == 0);
+    }
+    visited = true;
+    return 0;
+  });
+  CHECK(visited);
 }
 
 // A side is made unbounded only when it hides no key of the problem, so the result is the same.
@@ -127,7 +134,7 @@ TEST_CASE("describe_default_kernel names the policy, config and block order", "[
 
   p.softcap = 50.f;
   REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
-  CHECK_THAT(kernel, Contains("RuntimeVariant, HeaviestFirstScheduler>"));
+  CHECK_THAT(kernel, Contains("Combined<Softcap, SlidingWindow>, HeaviestFirstScheduler>"));
 
   p.softcap = -1.f;
   CHECK_FALSE(flashmma::describe_default_kernel(p, hopper, kernel).ok());

@@ -63,16 +63,42 @@ void apply(const Variant& v, const Slopes& slopes, ForwardParams& p) {
   }
 }
 
-// params.hpp's definition, as a policy over host memory: the window as given (causal forces its
-// right side to 0), the softcap, then ALiBi.
-flashmma::RuntimeVariant reference_policy(const Variant& v, const Slopes& slopes,
-                                          const ForwardParams& p) {
-  flashmma::RuntimeVariant policy;
+// params.hpp's definition, written here from the fields alone: the window as given (causal
+// forces its right side to 0), the softcap, then ALiBi, each only when asked for. Host memory.
+struct FieldsReference : flashmma::ScorePolicyBase {
+  static constexpr bool kMasks = true;
+  static constexpr bool kTransformsScores = true;
+  flashmma::SlidingWindow window;
+  float softcap = 0.f;
+  const float* slopes = nullptr;
+  int64_t batch_stride = 0;
+
+  FLASHMMA_HOST_DEVICE bool visible(const flashmma::ScoreCoord& c,
+                                    const flashmma::SequenceLengths& lengths) const {
+    const int64_t offset = c.key - (c.query + lengths.seqlen_k - lengths.seqlen_q);
+    return (window.left < 0 || offset >= -window.left) &&
+           (window.right < 0 || offset <= window.right);
+  }
+  FLASHMMA_HOST_DEVICE float transform(float score, const flashmma::ScoreCoord& c,
+                                       const flashmma::SequenceLengths& lengths) const {
+    double s = score;
+    if (softcap > 0.f) s = softcap * std::tanh(s / softcap);
+    if (slopes != nullptr) {
+      const double distance =
+          std::fabs(static_cast<double>(c.query + lengths.seqlen_k - lengths.seqlen_q - c.key));
+      s -= slopes[c.batch * batch_stride + c.head] * distance;
+    }
+    return static_cast<float>(s);
+  }
+};
+
+FieldsReference reference_policy(const Variant& v, const Slopes& slopes, const ForwardParams& p) {
+  FieldsReference policy;
   policy.window = {{}, v.window_left, v.causal ? 0 : v.window_right};
-  if (v.softcap > 0.f) policy.softcap = flashmma::Softcap::with_cap(v.softcap);
+  policy.softcap = v.softcap;
   if (v.alibi) {
-    policy.alibi.slopes = slopes.host.data();
-    policy.alibi.batch_stride = v.alibi_per_batch ? p.heads_q : 0;
+    policy.slopes = slopes.host.data();
+    policy.batch_stride = v.alibi_per_batch ? p.heads_q : 0;
   }
   return policy;
 }
@@ -97,6 +123,7 @@ const std::vector<Variant>& variants() {
       {"ALiBi, causal", true, -1, -1, 0.f, true},
       {"softcap, ALiBi and window (48, 3)", false, 48, 3, 20.f, true, true},
       {"softcap, causal", true, -1, -1, 5.f},
+      {"softcap and ALiBi, no window", false, -1, -1, 50.f, true},
   };
   return all;
 }
@@ -127,7 +154,7 @@ void check_variants(int64_t head_dim, Forward&& forward) {
   }
 }
 
-// A config no default uses, with three stages: forward<Config>(params) compiles its four
+// A config no default uses, with three stages: forward<Config>(params) compiles its six
 // built-in kernels here.
 using OwnConfig =
     flashmma::TileConfig<__half, 64, 64, 32, 4, 3, flashmma::SmemLayout::kXorSwizzle>;

@@ -9,9 +9,6 @@
 //   AlibiBias{slopes, stride} adds -slope(b, h) * |i + d - j| to the scaled score
 //   Softcap{cap}              cap * tanh(score / cap), on the scaled score
 //   Combined<A, B>            visible where both are; B's transform applied after A's
-//   RuntimeVariant            a window, a softcap and ALiBi, each switched on or off at run time:
-//                             the one kernel flashmma::forward(params) runs for every combination
-//                             of params.softcap and params.alibi_slopes
 //
 // FlashAttention-2 applies the softcap to the scaled score, then the ALiBi bias, then the mask:
 // Combined<Softcap, Combined<AlibiBias, SlidingWindow>> is that order.
@@ -23,6 +20,9 @@
 #include "flashmma/attention/index_range.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/macros.hpp"
+#if defined(__CUDACC__)
+#include "flashmma/ptx/math.cuh"
+#endif
 
 namespace flashmma {
 
@@ -38,7 +38,11 @@ struct SlidingWindow : ScorePolicyBase {
 
   FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
     const int64_t offset = c.key - (c.query + lengths.diagonal());  // key minus diagonal key
-    return (left < 0 || offset >= -left) && (right < 0 || offset <= right);
+    // The bounds are the same for every score, so they are worked out once; the two tests are
+    // combined without a branch, which per score would cost more than the tests.
+    const int64_t lowest = left < 0 ? INT64_MIN : -left;
+    const int64_t highest = right < 0 ? INT64_MAX : right;
+    return (offset >= lowest) & (offset <= highest);
   }
 
   FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,
@@ -97,9 +101,15 @@ struct AlibiBias : ScorePolicyBase {
 
   FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
                                        const SequenceLengths& lengths) const {
-    const int64_t distance = c.query + lengths.diagonal() - c.key;
-    const float magnitude = static_cast<float>(distance < 0 ? -distance : distance);
-    return fmaf(-slope(c.batch, c.head), magnitude, scaled_score);
+    // The two positions are converted to float apart and then subtracted: exact below 2^24,
+    // and within an ulp of the distance above. Positions are below 2^31 (validate.hpp refuses
+    // longer sequences with ALiBi), so each converts from 32 bits. Written as one integer
+    // distance, the compiler hoisted the column part of every score out of the key loop and
+    // kept 64 of them live (a 280-byte spill at d = 128); a conversion per score cannot be
+    // hoisted, and the query's half is one per row.
+    const float query_position = static_cast<float>(static_cast<int32_t>(c.query + lengths.diagonal()));
+    const float key_position = static_cast<float>(static_cast<int32_t>(c.key));
+    return fmaf(-slope(c.batch, c.head), fabsf(query_position - key_position), scaled_score);
   }
 };
 
@@ -113,7 +123,11 @@ struct Softcap : ScorePolicyBase {
 
   FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord&,
                                        const SequenceLengths&) const {
+#if defined(__CUDA_ARCH__)
+    return cap * ptx::tanh_fast(scaled_score * inverse_cap);  // absolute error about 1e-7 * cap
+#else
     return cap * tanhf(scaled_score * inverse_cap);
+#endif
   }
 };
 
@@ -153,49 +167,6 @@ struct Combined : ScorePolicyBase {
                                         const SequenceLengths& lengths) const {
     return policy_all_visible(first, queries, keys, lengths) &&
            policy_all_visible(second, queries, keys, lengths);
-  }
-};
-
-// FlashAttention-2's variants with their switches read at run time: the window (unbounded on both
-// sides: no mask but the sequence's end), then the softcap if cap > 0, then ALiBi if slopes is
-// not null, in FlashAttention-2's order. The default dispatch compiles this one policy instead of
-// a kernel per combination; the switches are uniform across the grid, so a switched-off transform
-// costs a predicted branch per score, and the scale is applied on its own (one multiply per
-// score) instead of being folded into the exponent. A call that wants speed for one fixed
-// combination compiles that combination: forward<Config, Combined<Softcap, SlidingWindow>>.
-struct RuntimeVariant : ScorePolicyBase {
-  static constexpr bool kMasks = true;
-  static constexpr bool kTransformsScores = true;
-
-  SlidingWindow window;
-  Softcap softcap;  // off when softcap.cap == 0
-  AlibiBias alibi;  // off when alibi.slopes == nullptr
-
-  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
-    return window.visible(c, lengths);
-  }
-
-  FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
-                                       const SequenceLengths& lengths) const {
-    float score = scaled_score;
-    if (softcap.cap > 0.f) score = softcap.transform(score, c, lengths);
-    if (alibi.slopes != nullptr) score = alibi.transform(score, c, lengths);
-    return score;
-  }
-
-  FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,
-                                            const SequenceLengths& lengths) const {
-    return window.key_range(queries, lengths);
-  }
-
-  FLASHMMA_HOST_DEVICE IndexRange query_range(const IndexRange& keys,
-                                              const SequenceLengths& lengths) const {
-    return window.query_range(keys, lengths);
-  }
-
-  FLASHMMA_HOST_DEVICE bool all_visible(const IndexRange& queries, const IndexRange& keys,
-                                        const SequenceLengths& lengths) const {
-    return window.all_visible(queries, keys, lengths);
   }
 };
 
