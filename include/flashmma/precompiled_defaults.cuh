@@ -2,7 +2,7 @@
 // The default dispatch, precompiled. Where FLASHMMA_PRECOMPILED_KERNELS is defined (the CMake
 // target flashmma::kernels defines it for everything that links it), each default head dim below
 // is declared an explicit instantiation that the library holds: a translation unit that calls
-// flashmma::forward(params) then compiles none of the 48 default kernels and links the ones
+// flashmma::forward(params) then compiles none of the 132 default kernels and links the ones
 // flashmma::kernels compiled once. Without the definition this header declares nothing, and
 // flashmma stays header-only.
 //
