@@ -33,6 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import interleaved_timing  # bench/interleaved_timing.py: the directory of this script is on sys.path
+
 REPO = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = ("flashmma", "fa2", "cudnn")
 LABELS = {"flashmma": "flashmma", "fa2": "FA2", "cudnn": "cuDNN"}
@@ -125,25 +127,7 @@ def measure_rows(rows: list[dict], args) -> dict:
         return times
 
     def time_interleaved(runners):
-        """Round-robin: every round calls each implementation once, so that all of them run under
-        the same clock and power state (a block of one implementation's calls right after a
-        power-hungry one can start at lowered clocks, which skews the short rows)."""
-        events = {name: [] for name in runners}
-        for i in range(args.warmup + args.iters):
-            for name, (call, call_sets) in runners.items():
-                inputs = call_sets[i % len(call_sets)]
-                if i < args.warmup:
-                    call(inputs)
-                    continue
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                call(inputs)
-                stop.record()
-                events[name].append((start, stop))
-        torch.cuda.synchronize()
-        return {name: statistics.median(start.elapsed_time(stop) for start, stop in pairs)
-                for name, pairs in events.items()}
+        return interleaved_timing.time_interleaved(torch, runners, args.warmup, args.iters)
 
     def flashmma_call(inputs):
         q, k, v, causal = inputs

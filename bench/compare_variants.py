@@ -43,11 +43,12 @@ import datetime
 import json
 import math
 import shlex
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import interleaved_timing  # bench/interleaved_timing.py: the directory of this script is on sys.path
 
 REPO = Path(__file__).resolve().parent.parent
 ROTATION_BYTES = 120 * 1000 * 1000  # 2 x the H200's L2, as compare.py and flashmma_bench
@@ -253,22 +254,7 @@ def measure_rows(rows: list[dict], args) -> dict:
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def time_interleaved(runners):
-        events = {name: [] for name in runners}
-        for i in range(args.warmup + args.iters):
-            for name, (call, call_sets) in runners.items():
-                inputs = call_sets[i % len(call_sets)]
-                if i < args.warmup:
-                    call(inputs)
-                    continue
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                call(inputs)
-                stop.record()
-                events[name].append((start, stop))
-        torch.cuda.synchronize()
-        return {name: statistics.median(start.elapsed_time(stop) for start, stop in pairs)
-                for name, pairs in events.items()}
+        return interleaved_timing.time_interleaved(torch, runners, args.warmup, args.iters)
 
     for row in rows:
         dtype = dtypes[row["dtype"]]
