@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "flashmma/attention/builtin_policies.hpp"
+#include "flashmma/attention/scheduler.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
@@ -115,12 +116,6 @@ decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit) {
   return visit(FullAttention{});
 }
 
-// Whether a policy's blocks do uneven work, as masked ones do: they take the default's masked
-// tile (DefaultTile::kCausal) and the heaviest-first block order.
-inline bool builtin_policy_masks(BuiltinPolicy policy) {
-  return policy != BuiltinPolicy::kFullAttention;
-}
-
 // Calls visit(Config{}) with the default config of one kernel head dim that forward() runs for
 // a masked (kMasked) or unmasked policy on a device with `smem_per_block_optin` bytes of shared
 // memory per block. kMasked is a template argument so that a dispatch instantiates only the two
@@ -174,26 +169,26 @@ std::string describe_config() {
                                                     const DeviceInfo& device,
                                                     std::string& description) {
   if (Status s = validate_params(params); !s) return s;
-  const BuiltinPolicy policy = builtin_policy_for(params);
-  const bool masked = builtin_policy_masks(policy);
+  // The same visits as forward_default_config (forward.cuh), naming what they would launch.
   const auto describe = [&](auto element_tag) {
     using Element = decltype(element_tag);
     return visit_kernel_head_dim(
         params.head_dim,
         [&](auto head_dim) {
-          constexpr int kHeadDim = decltype(head_dim)::value;
-          const auto name = [](auto config) { return describe_config<decltype(config)>(); };
-          return masked ? visit_default_config<Element, kHeadDim, true>(
-                              device.smem_per_block_optin, name)
-                        : visit_default_config<Element, kHeadDim, false>(
-                              device.smem_per_block_optin, name);
+          return visit_builtin_policy(params, [&](const auto& policy) {
+            using Policy = std::decay_t<decltype(policy)>;
+            return visit_default_config<Element, decltype(head_dim)::value, Policy::kMasks>(
+                device.smem_per_block_optin, [&](auto config) {
+                  return "sm80::ForwardKernel<" + describe_config<decltype(config)>() + ", " +
+                         builtin_policy_name(builtin_policy_for(params)) + ", " +
+                         SchedulerFor<Policy>::kName + ">";
+                });
+          });
         },
         [] { return std::string(); });
   };
   description = params.dtype == ScalarType::kFloat16 ? describe(__half{})
                                                      : describe(__nv_bfloat16{});
-  description = "sm80::ForwardKernel<" + description + ", " + builtin_policy_name(policy) +
-                (masked ? ", HeaviestFirstScheduler>" : ", PlainScheduler>");
   return Status::success();
 }
 

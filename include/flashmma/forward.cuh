@@ -41,12 +41,6 @@
 
 namespace flashmma {
 
-// The block order a policy's grid wants: heaviest query tile first where masks make the work of
-// a query tile grow with its index, the plain order where every tile does the same work.
-template <class Policy>
-using SchedulerFor =
-    std::conditional_t<Policy::kMasks, HeaviestFirstScheduler, PlainScheduler>;
-
 // The forward kernel type forward<Config> runs for one score policy (for cudaFuncGetAttributes
 // and profilers: its __global__ function is kernel_entry<ForwardKernelFor<Config, Policy>>).
 template <class Config, class Policy>

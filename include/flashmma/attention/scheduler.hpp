@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/macros.hpp"
 
@@ -55,6 +56,7 @@ struct SchedulerInputs {
 };
 
 struct PlainScheduler {
+  static constexpr const char* kName = "PlainScheduler";  // in kernel descriptions
   struct Params {};
 
   static Params make_params(const SchedulerInputs&) { return {}; }
@@ -118,6 +120,7 @@ FLASHMMA_HOST_DEVICE WorkTile causal_block_coord(int64_t linear, int64_t m_block
 }  // namespace detail
 
 struct HeaviestFirstScheduler {
+  static constexpr const char* kName = "HeaviestFirstScheduler";
   struct Params {
     int64_t groups;  // (head, batch) pair groups, detail::causal_group_count
   };
@@ -138,5 +141,11 @@ struct HeaviestFirstScheduler {
   }
 #endif
 };
+
+// The block order a policy's grid wants: heaviest query tile first where masks make the work of
+// a query tile grow with its index, the plain order where every tile does the same work.
+template <class Policy>
+using SchedulerFor =
+    std::conditional_t<Policy::kMasks, HeaviestFirstScheduler, PlainScheduler>;
 
 }  // namespace flashmma
