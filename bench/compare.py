@@ -22,18 +22,14 @@ recorded as NaN with a note, and the run goes on.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import json
 import math
-import os
-import shlex
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-import interleaved_timing  # bench/interleaved_timing.py: the directory of this script is on sys.path
+import comparison  # bench/comparison.py: the directory of this script is on sys.path
+from comparison import fmt, geometric_mean, git_commit, ratio
 
 REPO = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = ("flashmma", "fa2", "cudnn")
@@ -127,7 +123,7 @@ def measure_rows(rows: list[dict], args) -> dict:
         return times
 
     def time_interleaved(runners):
-        return interleaved_timing.time_interleaved(torch, runners, args.warmup, args.iters)
+        return comparison.time_interleaved(torch, runners, args.warmup, args.iters)
 
     def flashmma_call(inputs):
         q, k, v, causal = inputs
@@ -236,10 +232,6 @@ def sdpa_sets(sets, row, backend, causal, sdpa_call):
         return repeated, "repeat"
 
 
-def ratio(numerator: float, denominator: float) -> float:
-    if numerator != numerator or denominator != denominator or denominator <= 0:
-        return math.nan
-    return numerator / denominator
 
 
 def format_progress(row: dict) -> str:
@@ -255,13 +247,6 @@ def format_progress(row: dict) -> str:
     return text + (f"  [{row['notes']}]" if row["notes"] else "")
 
 
-def git_commit() -> str:
-    try:
-        result = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=10)
-        return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def collect_metadata(torch) -> dict:
@@ -280,39 +265,16 @@ def collect_metadata(torch) -> dict:
 # Output
 
 
-def json_value(value):
-    return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: ("nan" if isinstance(row.get(key), float) and math.isnan(row[key]) else row.get(key, ""))
-                             for key in COLUMNS})
 
 
-def write_json(path: Path, meta: dict, rows: list[dict]) -> None:
-    document = {"meta": meta, "rows": [{key: json_value(row.get(key)) for key in COLUMNS} for row in rows]}
-    path.write_text(json.dumps(document, indent=1) + "\n")
 
 
-def read_json(path: Path) -> tuple[dict, list[dict]]:
-    document = json.loads(path.read_text())
-    rows = []
-    for row in document["rows"]:
-        rows.append({key: (math.nan if value is None else value) for key, value in row.items()})
-    return document["meta"], rows
 
 
-def geometric_mean(values: list[float]) -> float:
-    values = [v for v in values if v == v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
-def fmt(value: float, digits: int) -> str:
-    return "n/a" if value is None or value != value else f"{value:.{digits}f}"
 
 
 def row_label(row: dict) -> str:
@@ -421,20 +383,6 @@ def render_markdown(meta: dict | None, rows: list[dict]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def portable_command(argv) -> str:
-    """The command line as run from the repository root, without the machine's own paths: the
-    script relative to the repository, output paths by their file name under OUTDIR."""
-    repo = Path(__file__).resolve().parent.parent
-    words = ["python3"]
-    for word in argv:
-        path = Path(word)
-        if path.is_absolute():
-            try:
-                word = str(path.resolve().relative_to(repo))
-            except ValueError:
-                word = f"OUTDIR/{path.name}"
-        words.append(word)
-    return shlex.join(words)
 
 
 def parse_args(argv):
@@ -465,7 +413,7 @@ def main(argv=None) -> int:
             args.markdown.write_text(render_markdown(None, []))
         return 0
     if args.from_json:
-        meta, rows = read_json(args.from_json)
+        meta, rows = comparison.read_json(args.from_json)
     else:
         dtypes = ["fp16", "bf16"] if args.dtype == "both" else [args.dtype]
         rows = sweep(dtypes, args.quick)
@@ -473,15 +421,15 @@ def main(argv=None) -> int:
         meta.update(
             date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             commit=args.commit or git_commit(),
-            command=portable_command(sys.argv),
+            command=comparison.portable_command(sys.argv),
             warmup=args.warmup,
             iters=args.iters,
             schedule=args.schedule,
         )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_csv(args.out, rows)
-        write_json(args.out.with_suffix(".json"), meta, rows)
+        comparison.write_csv(args.out, rows, COLUMNS)
+        comparison.write_json(args.out.with_suffix(".json"), meta, rows, COLUMNS)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(render_markdown(meta, rows))

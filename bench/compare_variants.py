@@ -40,15 +40,13 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import json
 import math
-import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import interleaved_timing  # bench/interleaved_timing.py: the directory of this script is on sys.path
+import comparison  # bench/comparison.py: the directory of this script is on sys.path
+from comparison import fmt, geometric_mean, git_commit, ratio
 
 REPO = Path(__file__).resolve().parent.parent
 ROTATION_BYTES = 120 * 1000 * 1000  # 2 x the H200's L2, as compare.py and flashmma_bench
@@ -254,7 +252,7 @@ def measure_rows(rows: list[dict], args) -> dict:
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def time_interleaved(runners):
-        return interleaved_timing.time_interleaved(torch, runners, args.warmup, args.iters)
+        return comparison.time_interleaved(torch, runners, args.warmup, args.iters)
 
     for row in rows:
         dtype = dtypes[row["dtype"]]
@@ -404,10 +402,6 @@ def reference_rows(torch, inputs, row, slopes):
     return reference, queries
 
 
-def ratio(numerator: float, denominator: float) -> float:
-    if numerator != numerator or denominator != denominator or denominator <= 0:
-        return math.nan
-    return numerator / denominator
 
 
 def format_progress(row: dict) -> str:
@@ -423,49 +417,20 @@ def format_progress(row: dict) -> str:
     return text + (f"  [{row['notes']}]" if row.get("notes") else "")
 
 
-def git_commit() -> str:
-    try:
-        result = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=10)
-        return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 # ------------------------------------------------------------------------------------------------
 # Output
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: ("nan" if isinstance(row.get(key), float) and math.isnan(row[key])
-                                   else row.get(key, "")) for key in COLUMNS})
 
 
-def write_json(path: Path, meta: dict, rows: list[dict]) -> None:
-    def value(v):
-        return None if isinstance(v, float) and math.isnan(v) else v
-    document = {"meta": meta, "rows": [{key: value(row.get(key)) for key in COLUMNS} for row in rows]}
-    path.write_text(json.dumps(document, indent=1) + "\n")
 
 
-def read_json(path: Path) -> tuple[dict, list[dict]]:
-    document = json.loads(path.read_text())
-    rows = [{key: (math.nan if value is None else value) for key, value in row.items()}
-            for row in document["rows"]]
-    return document["meta"], rows
 
 
-def fmt(value, digits: int) -> str:
-    return "n/a" if value is None or value != value else f"{value:.{digits}f}"
 
 
-def geometric_mean(values: list[float]) -> float:
-    values = [v for v in values if v == v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
 def find(rows: list[dict], like: dict, **changes) -> dict | None:
@@ -669,23 +634,6 @@ def render_markdown(meta: dict, rows: list[dict]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def portable_command(argv) -> str:
-    """The command line as run from the repository root, output paths by their file name under
-    OUTDIR (as compare.py records it), less --bench-command (recorded on its own)."""
-    words = ["python3"]
-    argv = [word for word in argv if not word.startswith("--bench-command=")]
-    if "--bench-command" in argv:
-        at = argv.index("--bench-command")
-        del argv[at:at + 2]
-    for word in argv:
-        path = Path(word)
-        if path.is_absolute():
-            try:
-                word = str(path.resolve().relative_to(REPO))
-            except ValueError:
-                word = f"OUTDIR/{path.name}"
-        words.append(word)
-    return shlex.join(words)
 
 
 def parse_args(argv):
@@ -722,7 +670,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.from_json:
-        meta, rows = read_json(args.from_json)
+        meta, rows = comparison.read_json(args.from_json)
     else:
         dtypes = ["fp16", "bf16"] if args.dtype == "both" else [args.dtype]
         rows = sweep(dtypes, args.groups, args.quick)
@@ -731,15 +679,15 @@ def main(argv=None) -> int:
         meta.update(
             date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             commit=args.commit or git_commit(),
-            command=portable_command(sys.argv),
+            command=comparison.portable_command(sys.argv, without=("--bench-command",)),
             bench_command=args.bench_command or "",
             warmup=args.warmup,
             iters=args.iters,
         )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_csv(args.out, rows)
-        write_json(args.out.with_suffix(".json"), meta, rows)
+        comparison.write_csv(args.out, rows, COLUMNS)
+        comparison.write_json(args.out.with_suffix(".json"), meta, rows, COLUMNS)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(render_markdown(meta, rows))

@@ -1,0 +1,111 @@
+"""What bench/compare.py and bench/compare_variants.py share: the round-robin CUDA-event timing,
+the CSV and JSON files of a run (NaN as "nan" in the CSV, null in the JSON), the numbers'
+formatting, and the commit and command line a run records.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shlex
+import statistics
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def time_interleaved(torch, runners, warmup, iters):
+    """Round-robin: every round calls each implementation once, so that all of them run under
+    the same clock and power state (a block of one implementation's calls right after a
+    power-hungry one can start at lowered clocks, which skews the short rows). Each call gets its
+    own pair of events.
+
+    runners: {name: (call, call_sets)}; round i calls call(call_sets[i % len(call_sets)]). The
+    first `warmup` rounds are not timed. Returns {name: median milliseconds}."""
+    events = {name: [] for name in runners}
+    for i in range(warmup + iters):
+        for name, (call, call_sets) in runners.items():
+            inputs = call_sets[i % len(call_sets)]
+            if i < warmup:
+                call(inputs)
+                continue
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record()
+            call(inputs)
+            stop.record()
+            events[name].append((start, stop))
+    torch.cuda.synchronize()
+    return {name: statistics.median(start.elapsed_time(stop) for start, stop in pairs)
+            for name, pairs in events.items()}
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    if numerator != numerator or denominator != denominator or denominator <= 0:
+        return math.nan
+    return numerator / denominator
+
+
+def geometric_mean(values: list[float]) -> float:
+    values = [v for v in values if v == v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def fmt(value, digits: int) -> str:
+    return "n/a" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def git_commit() -> str:
+    try:
+        result = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10)
+        return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def portable_command(argv, without=()) -> str:
+    """The command line as run from the repository root, without the machine's own paths: the
+    script relative to the repository, output paths by their file name under OUTDIR. The options
+    named in `without` are left out with their values (a run records some on their own)."""
+    argv = list(argv)
+    for option in without:
+        argv = [word for word in argv if not word.startswith(option + "=")]
+        if option in argv:
+            at = argv.index(option)
+            del argv[at:at + 2]
+    words = ["python3"]
+    for word in argv:
+        path = Path(word)
+        if path.is_absolute():
+            try:
+                word = str(path.resolve().relative_to(REPO))
+            except ValueError:
+                word = f"OUTDIR/{path.name}"
+        words.append(word)
+    return shlex.join(words)
+
+
+def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: ("nan" if isinstance(row.get(key), float) and math.isnan(row[key])
+                                   else row.get(key, "")) for key in columns})
+
+
+def write_json(path: Path, meta: dict, rows: list[dict], columns: list[str]) -> None:
+    def value(v):
+        return None if isinstance(v, float) and math.isnan(v) else v
+    document = {"meta": meta, "rows": [{key: value(row.get(key)) for key in columns} for row in rows]}
+    path.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def read_json(path: Path) -> tuple[dict, list[dict]]:
+    document = json.loads(path.read_text())
+    rows = [{key: (math.nan if value is None else value) for key, value in row.items()}
+            for row in document["rows"]]
+    return document["meta"], rows
