@@ -135,7 +135,7 @@ inline Status check_variant(const ForwardParams& p) {
     }
     return Status::success();
   }
-  constexpr int64_t kMaxAlibiSeqlen = 2147483647;  // AlibiBias forms distances in 32 bits
+  constexpr int64_t kMaxAlibiSeqlen = 2147483647;  // AlibiBias converts positions from 32 bits
   if (p.seqlen_q > kMaxAlibiSeqlen || p.seqlen_k > kMaxAlibiSeqlen) {
     std::ostringstream os;
     os << "ALiBi needs seqlen_q and seqlen_k below 2^31 (got " << p.seqlen_q << " and "

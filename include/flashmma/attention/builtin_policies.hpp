@@ -107,7 +107,8 @@ struct AlibiBias : ScorePolicyBase {
     // distance, the compiler hoisted the column part of every score out of the key loop and
     // kept 64 of them live (a 280-byte spill at d = 128); a conversion per score cannot be
     // hoisted, and the query's half is one per row.
-    const float query_position = static_cast<float>(static_cast<int32_t>(c.query + lengths.diagonal()));
+    const float query_position =
+        static_cast<float>(static_cast<int32_t>(c.query + lengths.diagonal()));
     const float key_position = static_cast<float>(static_cast<int32_t>(c.key));
     return fmaf(-slope(c.batch, c.head), fabsf(query_position - key_position), scaled_score);
   }
