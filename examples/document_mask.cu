@@ -46,7 +46,7 @@ void reference_row(const example::Problem<Element>& pb, const Policy& policy, in
   const example::Shape& s = pb.shape;
   const int64_t kv_head = head / (s.heads_q / s.heads_kv);
   const int64_t d = s.head_dim;
-  const flashmma::SequenceLengths lengths{s.seqlen_q, s.seqlen_k};
+  const flashmma::SequenceLengths lengths = flashmma::sequence_lengths(s.seqlen_q, s.seqlen_k);
   const Element* q = &pb.q[((batch * s.seqlen_q + row) * s.heads_q + head) * d];
   auto kv_row = [&](const std::vector<Element>& t, int64_t key) {
     return &t[((batch * s.seqlen_k + key) * s.heads_kv + kv_head) * d];
@@ -55,7 +55,7 @@ void reference_row(const example::Problem<Element>& pb, const Policy& policy, in
                              -std::numeric_limits<double>::infinity());
   double row_max = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < s.seqlen_k; ++j) {
-    if (!flashmma::policy_visible(policy, flashmma::ScoreCoord{batch, head, row, j}, lengths)) {
+    if (!flashmma::policy_visible(policy, flashmma::score_coord(batch, head, row, j), lengths)) {
       continue;
     }
     const Element* kj = kv_row(pb.k, j);
@@ -164,7 +164,7 @@ bool run_and_check(const char* name, example::Problem<Element>& problem, const P
 // buy.
 template <class Policy>
 void print_tiles(const char* name, const Policy& host_policy, int64_t seqlen) {
-  const flashmma::SequenceLengths lengths{seqlen, seqlen};
+  const flashmma::SequenceLengths lengths = flashmma::sequence_lengths(seqlen, seqlen);
   const int64_t m_blocks = (seqlen + DocumentConfig::kBlockM - 1) / DocumentConfig::kBlockM;
   const int64_t n_blocks = (seqlen + DocumentConfig::kBlockN - 1) / DocumentConfig::kBlockN;
   int64_t visited = 0, masked = 0;

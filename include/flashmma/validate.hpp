@@ -49,7 +49,9 @@ struct DeviceInfo {
 
 inline constexpr int64_t kMaxGridY = 65535;  // heads_q go in gridDim.y
 inline constexpr int64_t kMaxGridZ = 65535;  // batch goes in gridDim.z
-inline constexpr int64_t kMaxGridX = 2147483647;
+// Sequence positions are 32-bit in the kernels and in the score-policy contract (ScoreCoord);
+// 2^30 leaves room to add a tile or a window bound to any position without overflow.
+inline constexpr int64_t kMaxSeqlen = int64_t{1} << 30;
 inline constexpr std::size_t kCpAsyncAlignment = 16;  // bytes; cp.async.cg moves 16 at a time
 
 namespace detail {
@@ -135,13 +137,6 @@ inline Status check_variant(const ForwardParams& p) {
     }
     return Status::success();
   }
-  constexpr int64_t kMaxAlibiSeqlen = 2147483647;  // AlibiBias converts positions from 32 bits
-  if (p.seqlen_q > kMaxAlibiSeqlen || p.seqlen_k > kMaxAlibiSeqlen) {
-    std::ostringstream os;
-    os << "ALiBi needs seqlen_q and seqlen_k below 2^31 (got " << p.seqlen_q << " and "
-       << p.seqlen_k << ")";
-    return invalid(os.str());
-  }
   if (reinterpret_cast<std::uintptr_t>(p.alibi_slopes) % alignof(float) != 0) {
     return invalid("alibi_slopes must be 4-byte aligned (an fp32 array of [heads_q] or "
                    "[batch, heads_q] slopes)");
@@ -196,6 +191,12 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
                {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"head_dim", p.head_dim}};
   for (const auto& size : sizes) {
     if (Status s = detail::check_positive(size.name, size.value); !s) return s;
+  }
+  if (p.seqlen_q > kMaxSeqlen || p.seqlen_k > kMaxSeqlen) {
+    std::ostringstream os;
+    os << "seqlen_q and seqlen_k must be at most 2^30 = " << kMaxSeqlen << " (got " << p.seqlen_q
+       << " and " << p.seqlen_k << ")";
+    return detail::invalid(os.str());
   }
   if (p.head_dim % 8 != 0 || p.head_dim > kMaxHeadDim) {
     std::ostringstream os;
@@ -258,9 +259,6 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
   if (kernel.block_m <= 0) {
     return detail::invalid(
         "the kernel requirements have no block_m (use kernel_requirements<Config>())");
-  }
-  if (p.seqlen_q / kernel.block_m + (p.seqlen_q % kernel.block_m != 0) > kMaxGridX) {
-    return detail::invalid("seqlen_q is too long for one launch (more than 2^31 - 1 query tiles)");
   }
   return Status::success();
 }

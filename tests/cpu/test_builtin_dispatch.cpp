@@ -93,7 +93,7 @@ TEST_CASE("Windows that hide nothing run as no window", "[dispatch]") {
     const int64_t seqlen_k = lengths.second;
     CAPTURE(seqlen_q, seqlen_k);
     ForwardParams p = params(seqlen_q, seqlen_k);
-    const flashmma::SequenceLengths sequence{seqlen_q, seqlen_k};
+    const flashmma::SequenceLengths sequence = flashmma::sequence_lengths(seqlen_q, seqlen_k);
     for (int64_t left : {int64_t{0}, seqlen_k - 2, seqlen_k - 1, seqlen_k, int64_t{-1}}) {
       for (int64_t right : {int64_t{0}, seqlen_q - 2, seqlen_q - 1, int64_t{100000}}) {
         p.window_left = left;
@@ -103,8 +103,8 @@ TEST_CASE("Windows that hide nothing run as no window", "[dispatch]") {
         bool same = true;
         for (int64_t i = 0; i < seqlen_q; ++i) {
           for (int64_t j = 0; j < seqlen_k; ++j) {
-            same = same && raw.visible({0, 0, i, j}, sequence) ==
-                               normalised.visible({0, 0, i, j}, sequence);
+            const flashmma::ScoreCoord coord = flashmma::score_coord(0, 0, i, j);
+            same = same && raw.visible(coord, sequence) == normalised.visible(coord, sequence);
           }
         }
         CAPTURE(left, right, normalised.left, normalised.right);

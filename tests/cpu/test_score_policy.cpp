@@ -50,7 +50,8 @@ void check_block(const Policy& policy, const SequenceLengths& lengths, const Ind
   bool every_pair = true;
   for (int64_t q = queries.begin; q < queries.end; ++q) {
     for (int64_t k = keys.begin; k < keys.end; ++k) {
-      const bool visible = flashmma::policy_visible(policy, ScoreCoord{0, 0, q, k}, lengths);
+      const bool visible =
+          flashmma::policy_visible(policy, flashmma::score_coord(0, 0, q, k), lengths);
       every_pair = every_pair && visible;
       if (visible) {
         INFO("query " << q << ", key " << k);
@@ -72,7 +73,8 @@ void check_rows_exact(const Policy& policy, const SequenceLengths& lengths) {
   for (int64_t q = 0; q < lengths.seqlen_q; ++q) {
     const IndexRange range = flashmma::policy_key_range(policy, IndexRange{q, q + 1}, lengths);
     for (int64_t k = 0; k < lengths.seqlen_k; ++k) {
-      const bool visible = flashmma::policy_visible(policy, ScoreCoord{0, 0, q, k}, lengths);
+      const bool visible =
+          flashmma::policy_visible(policy, flashmma::score_coord(0, 0, q, k), lengths);
       INFO("query " << q << ", key " << k);
       REQUIRE(range.contains(k) == visible);
     }
@@ -95,8 +97,8 @@ TEST_CASE("sliding windows: ranges and all_visible agree with visible()", "[poli
           for (int64_t cols : {1, 3, 4}) {
             for (int64_t q0 = 0; q0 < len.seqlen_q; q0 += rows) {
               for (int64_t k0 = 0; k0 < len.seqlen_k; k0 += cols) {
-                const IndexRange queries{q0, std::min(q0 + rows, len.seqlen_q)};
-                const IndexRange keys{k0, std::min(k0 + cols, len.seqlen_k)};
+                const IndexRange queries{q0, std::min<int64_t>(q0 + rows, len.seqlen_q)};
+                const IndexRange keys{k0, std::min<int64_t>(k0 + cols, len.seqlen_k)};
                 check_block(window, len, queries, keys);
                 check_block(Combined<SlidingWindow, CausalMask>{{}, window, CausalMask{}}, len,
                             queries, keys);

@@ -236,7 +236,7 @@ TEST_CASE("heads_q must be a multiple of heads_kv", "[validate]") {
   CHECK_THAT(s.message(), Contains("heads_q (8) must be a multiple of heads_kv (3)"));
 }
 
-TEST_CASE("Grid limits", "[validate]") {
+TEST_CASE("Grid and sequence limits", "[validate]") {
   ForwardParams p = valid_params();
   SECTION("heads_q fills gridDim.y") {
     p.heads_q = flashmma::kMaxGridY + 1;
@@ -251,14 +251,18 @@ TEST_CASE("Grid limits", "[validate]") {
     CHECK(s.code() == ErrorCode::kInvalidArgument);
     CHECK_THAT(s.message(), Contains("batch must be at most 65535 (got 65536)"));
   }
-  SECTION("query tiles fill gridDim.x") {
-    p.seqlen_q = (flashmma::kMaxGridX + 1) * kFp16HeadDim64.block_m;
+  SECTION("sequence positions fit in 32 bits with room to spare") {
+    p.seqlen_q = flashmma::kMaxSeqlen;
+    p.seqlen_k = flashmma::kMaxSeqlen;
     CHECK(flashmma::validate_params(p).ok());
-    const Status s = flashmma::validate_for_kernel(p, kFp16HeadDim64);
-    CHECK(s.code() == ErrorCode::kInvalidArgument);
-    CHECK_THAT(s.message(), Contains("seqlen_q is too long"));
-    p.seqlen_q = flashmma::kMaxGridX * kFp16HeadDim64.block_m;
-    CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
+    for (const bool query_side : {true, false}) {
+      CAPTURE(query_side);
+      ForwardParams q = p;
+      (query_side ? q.seqlen_q : q.seqlen_k) = flashmma::kMaxSeqlen + 1;
+      const Status s = flashmma::validate_params(q);
+      CHECK(s.code() == ErrorCode::kInvalidArgument);
+      CHECK_THAT(s.message(), Contains("seqlen_q and seqlen_k must be at most 2^30 = 1073741824"));
+    }
   }
 }
 

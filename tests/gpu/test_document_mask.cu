@@ -134,7 +134,7 @@ flashmma::test::ReferenceRows policy_reference(const CaseTensors<Element>& t,
   const std::vector<Element> k = t.k.to_host();
   const std::vector<Element> v = t.v.to_host();
   const double scale = flashmma::test::resolved_softmax_scale(p.softmax_scale, p.head_dim);
-  const SequenceLengths lengths{p.seqlen_q, p.seqlen_k};
+  const SequenceLengths lengths = flashmma::sequence_lengths(p.seqlen_q, p.seqlen_k);
   const int64_t d = p.head_dim;
   const int64_t group = p.heads_q / p.heads_kv;
 
@@ -161,7 +161,9 @@ flashmma::test::ReferenceRows policy_reference(const CaseTensors<Element>& t,
         scores.clear();
         double row_max = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < p.seqlen_k; ++j) {
-          if (!flashmma::policy_visible(host_policy, ScoreCoord{b, h, i, j}, lengths)) continue;
+          if (!flashmma::policy_visible(host_policy, flashmma::score_coord(b, h, i, j), lengths)) {
+            continue;
+          }
           const Element* k_row = &k[element_offset(p.k_strides, b, j, h / group)];
           double dot = 0;
           for (int64_t x = 0; x < d; ++x) dot += to_double(q_row[x]) * to_double(k_row[x]);
@@ -290,7 +292,7 @@ template <class Policy>
 void check_tile_hooks(const Policy& policy, int64_t batch, int64_t seqlen, int64_t block_m,
                       int64_t block_n, bool exact) {
   INFO("tiles " << block_m << " x " << block_n << (exact ? ", exact" : ", safe"));
-  const SequenceLengths lengths{seqlen, seqlen};
+  const SequenceLengths lengths = flashmma::sequence_lengths(seqlen, seqlen);
   const int64_t m_blocks = (seqlen + block_m - 1) / block_m;
   const int64_t n_blocks = (seqlen + block_n - 1) / block_n;
   int64_t missed = 0, extra = 0, wrongly_unmasked = 0, wrongly_masked = 0, visited = 0;
@@ -304,7 +306,8 @@ void check_tile_hooks(const Policy& policy, int64_t batch, int64_t seqlen, int64
       for (int64_t b = 0; b < batch; ++b) {
         for (int64_t i = queries.begin; i < queries.end; ++i) {
           for (int64_t j = keys.begin; j < keys.end; ++j) {
-            const bool visible = flashmma::policy_visible(policy, ScoreCoord{b, 0, i, j}, lengths);
+            const bool visible =
+                flashmma::policy_visible(policy, flashmma::score_coord(b, 0, i, j), lengths);
             some = some || visible;
             every = every && visible;
           }

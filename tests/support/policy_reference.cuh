@@ -37,7 +37,7 @@ void check_against_policy_reference(const CaseTensors<Element>& t, const Policy&
   const std::vector<float> lse = t.lse.to_host();
   const ForwardParams& p = t.params;
   const double scale = resolved_softmax_scale(p.softmax_scale, p.head_dim);
-  const SequenceLengths lengths{p.seqlen_q, p.seqlen_k};
+  const SequenceLengths lengths = flashmma::sequence_lengths(p.seqlen_q, p.seqlen_k);
   const int64_t d = p.head_dim;
 
   double error_sq = 0, reference_sq = 0, worst_lse = 0;
@@ -50,7 +50,7 @@ void check_against_policy_reference(const CaseTensors<Element>& t, const Policy&
         const double* q_row = &q[element_offset(p.q_strides, b, i, h)];
         double row_max = -kInfinity;
         for (int64_t j = 0; j < p.seqlen_k; ++j) {
-          const ScoreCoord coord{b, h, i, j};
+          const ScoreCoord coord = flashmma::score_coord(b, h, i, j);
           double logit = -kInfinity;
           if (policy_visible(policy, coord, lengths)) {
             const double* k_row = &k[element_offset(p.k_strides, b, j, kv_head)];

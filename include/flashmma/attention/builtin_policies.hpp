@@ -37,7 +37,9 @@ struct SlidingWindow : ScorePolicyBase {
   static constexpr SlidingWindow causal() { return SlidingWindow{{}, -1, 0}; }
 
   FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
-    const int64_t offset = c.key - (c.query + lengths.diagonal());  // key minus diagonal key
+    // Key minus diagonal key, in 64 bits: it spans (-2^32, 2^32) and is compared with bounds
+    // that may be any int64.
+    const int64_t offset = int64_t{c.key} - (c.query + lengths.diagonal());
     // The bounds are the same for every score, so they are worked out once; the two tests are
     // combined without a branch, which per score would cost more than the tests.
     const int64_t lowest = left < 0 ? INT64_MIN : -left;
@@ -102,14 +104,12 @@ struct AlibiBias : ScorePolicyBase {
   FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
                                        const SequenceLengths& lengths) const {
     // The two positions are converted to float apart and then subtracted: exact below 2^24,
-    // and within an ulp of the distance above. Positions are below 2^31 (validate.hpp refuses
-    // longer sequences with ALiBi), so each converts from 32 bits. Written as one integer
-    // distance, the compiler hoisted the column part of every score out of the key loop and
-    // kept 64 of them live (a 280-byte spill at d = 128); a conversion per score cannot be
+    // and within an ulp of the distance above. Written as one integer distance, the compiler
+    // hoisted the column part of every score out of the key loop and kept 64 of them live (a
+    // 280-byte spill at d = 128, with 64-bit coordinates); a conversion per score cannot be
     // hoisted, and the query's half is one per row.
-    const float query_position =
-        static_cast<float>(static_cast<int32_t>(c.query + lengths.diagonal()));
-    const float key_position = static_cast<float>(static_cast<int32_t>(c.key));
+    const float query_position = static_cast<float>(c.query + lengths.diagonal());
+    const float key_position = static_cast<float>(c.key);
     return fmaf(-slope(c.batch, c.head), fabsf(query_position - key_position), scaled_score);
   }
 };

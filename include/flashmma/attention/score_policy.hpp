@@ -27,7 +27,8 @@
 //
 // Positions are those of the sequence: query in [0, seqlen_q), key in [0, seqlen_k). Masks that
 // relate the two are aligned to the bottom-right corner (the last query faces the last key):
-// SequenceLengths::diagonal() is the key on query 0's diagonal.
+// SequenceLengths::diagonal() is the key on query 0's diagonal. Coordinates and lengths are
+// 32-bit; the ranges are 64-bit, so that a range hook may add window sizes to positions freely.
 #pragma once
 
 #include <cstdint>
@@ -38,22 +39,37 @@
 
 namespace flashmma {
 
-// One score's logical coordinates.
+// One score's logical coordinates. They are 32-bit: validate_params refuses sequences of more
+// than 2^30 positions (the grid already bounds batch and heads), so a policy's arithmetic on
+// them is 32-bit, as a user writes it. Per score that matters: a distance formed and converted in 64
+// bits costs a policy written the obvious way about 40% of the kernel's time at d = 128.
 struct ScoreCoord {
-  int64_t batch;
-  int64_t head;   // query head
-  int64_t query;  // position in [0, seqlen_q)
-  int64_t key;    // position in [0, seqlen_k)
+  int32_t batch;
+  int32_t head;   // query head
+  int32_t query;  // position in [0, seqlen_q)
+  int32_t key;    // position in [0, seqlen_k)
 };
 
-// The lengths of one sequence (of one batch entry).
+// The lengths of one sequence (of one batch entry), at most 2^30 (validate.hpp's kMaxSeqlen).
 struct SequenceLengths {
-  int64_t seqlen_q;
-  int64_t seqlen_k;
+  int32_t seqlen_q;
+  int32_t seqlen_k;
 
-  // Query i's diagonal key under bottom-right alignment is i + diagonal().
-  FLASHMMA_HOST_DEVICE int64_t diagonal() const { return seqlen_k - seqlen_q; }
+  // Query i's diagonal key under bottom-right alignment is i + diagonal(); i + diagonal() is
+  // below seqlen_k and above -seqlen_q, so it never overflows.
+  FLASHMMA_HOST_DEVICE int32_t diagonal() const { return seqlen_k - seqlen_q; }
 };
+
+// Narrowing from the 64-bit counts of params and host loops (every position, head and batch
+// index is below 2^30 once the params are validated), in one place.
+FLASHMMA_HOST_DEVICE ScoreCoord score_coord(int64_t batch, int64_t head, int64_t query,
+                                            int64_t key) {
+  return {static_cast<int32_t>(batch), static_cast<int32_t>(head), static_cast<int32_t>(query),
+          static_cast<int32_t>(key)};
+}
+FLASHMMA_HOST_DEVICE SequenceLengths sequence_lengths(int64_t seqlen_q, int64_t seqlen_k) {
+  return {static_cast<int32_t>(seqlen_q), static_cast<int32_t>(seqlen_k)};
+}
 
 // Sees every pair and changes no score. Derive from it and override what your variant changes.
 struct ScorePolicyBase {

@@ -35,7 +35,7 @@ struct SequenceInfo {
       : batch(tile.batch),
         head(tile.head),
         kv_head(head / args.group_size),
-        lengths{args.seqlen_q, args.seqlen_k},
+        lengths(sequence_lengths(args.seqlen_q, args.seqlen_k)),
         q(args.q + batch * args.q_strides.batch + head * args.q_strides.head),
         k(args.k + batch * args.k_strides.batch + kv_head * args.k_strides.head),
         v(args.v + batch * args.v_strides.batch + kv_head * args.v_strides.head),
@@ -55,7 +55,7 @@ struct SequenceInfo {
 
   // A score's logical coordinates, for the score policy.
   FLASHMMA_HOST_DEVICE ScoreCoord coord(int64_t query, int64_t key) const {
-    return {batch, head, query, key};
+    return score_coord(batch, head, query, key);
   }
 };
 

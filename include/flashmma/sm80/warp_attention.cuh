@@ -85,31 +85,34 @@ struct WarpAttention {
   }
 
  private:
-  FLASHMMA_DEVICE ScoreCoord coord(int row, int64_t key) const {
+  // Positions are at most 2^30 (score_policy.hpp), so the tile's first key fits in an int too.
+  FLASHMMA_DEVICE ScoreCoord coord(int row, int key) const {
     return {origin.batch, origin.head, origin.query + row, key};
   }
 
   // Scaled scores to the policy's logits.
   FLASHMMA_DEVICE void transform(ScoreFragments<Config>& s, int64_t first_key) const {
+    const int first = static_cast<int>(first_key);
     for_each_accumulator(s, lane, [&](int row, int column, float& score) {
-      score = policy.transform(score * softmax_scale, coord(row, first_key + column), lengths);
+      score = policy.transform(score * softmax_scale, coord(row, first + column), lengths);
     });
   }
 
   // Sets the scores of hidden (query, key) pairs, and of keys past the end, to -inf. The end
-  // of the sequence is a column bound, compared in 32 bits; the 64-bit key of a score is formed
-  // only for a policy that masks. (Formed for every score, it let ptxas fold the tile index into
+  // of the sequence is a column bound, compared in 32 bits; the key of a score is formed only for
+  // a policy that masks. (A 64-bit key formed for every score let ptxas fold the tile index into
   // per-score address arithmetic and move the loop counter off the uniform datapath, which cost
   // the register-bound d = 128 tiles about 3% even on tiles that never take this branch.)
   FLASHMMA_DEVICE void apply_mask(ScoreFragments<Config>& s, int64_t first_key) const {
     const int64_t keys_left = lengths.seqlen_k - first_key;
     const int keys_in_tile =
         keys_left < Config::kBlockN ? static_cast<int>(keys_left) : Config::kBlockN;
+    const int first = static_cast<int>(first_key);
     for_each_accumulator(s, lane, [&](int row, int column, float& score) {
       bool hidden = column >= keys_in_tile;
       if constexpr (Policy::kMasks) {
         // | rather than ||: a branch per score costs more than the test it would skip.
-        hidden = hidden | !policy.visible(coord(row, first_key + column), lengths);
+        hidden = hidden | !policy.visible(coord(row, first + column), lengths);
       }
       if (hidden) score = -INFINITY;
     });
