@@ -47,7 +47,7 @@ FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const SequenceIn
   }
   __syncwarp();
 
-  const int64_t first_row = warp.origin.query;
+  const int64_t first_row = warp.origin().query;
   store_warp_rows<Config>(staging, warp.warp_first_row, seq.o, seq.o_row_stride, first_row,
                           seq.lengths.seqlen_q, head_dim);
   if (seq.lse != nullptr && fragment::lane_in_quad(lane) == 0) {

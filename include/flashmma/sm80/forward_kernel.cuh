@@ -86,12 +86,12 @@ struct ForwardKernel {
     warp.q_tile = q_tile;
     warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;
     warp.lane = static_cast<int>(threadIdx.x) % kWarpSize;
-    warp.policy = params.policy;
-    warp.origin = seq.coord(queries.begin + warp.warp_first_row, 0);
-    warp.lengths = seq.lengths;
-    warp.queries = queries;
-    warp.softmax_scale = args.softmax_scale;
-    warp.exp2_scale = Policy::kTransformsScores ? kLog2e : args.softmax_scale_log2;
+    warp.score_softmax.policy = params.policy;
+    warp.score_softmax.origin = seq.coord(queries.begin + warp.warp_first_row, 0);
+    warp.score_softmax.lengths = seq.lengths;
+    warp.score_softmax.queries = queries;
+    warp.score_softmax.set_scales(args.softmax_scale, args.softmax_scale_log2);
+    warp.score_softmax.lane = warp.lane;
     warp.init();
 
     mainloop(kv, warp);

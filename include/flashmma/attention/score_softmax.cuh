@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every forward kernel does to a tile of raw scores once a GEMM has produced them, whatever
+// the GEMM (mma.sync on sm80, wgmma on sm90): the score policy's transform, its mask and the end
+// of the keys, then the online softmax that turns the scores into probabilities and rescales O.
+//
+// The scores are the accumulators of one warp: kRowTiles tiles of 16 rows, each kScoreTiles
+// m16n8 C fragments wide (attention/accumulator_walk.cuh); wgmma's m64nN accumulators are the
+// same fragments, 16 rows per warp. Rows are numbered from `origin.query`, columns from the
+// tile's first key.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "flashmma/attention/accumulator_walk.cuh"
+#include "flashmma/attention/index_range.hpp"
+#include "flashmma/attention/key_range.hpp"
+#include "flashmma/attention/online_softmax.cuh"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/macros.hpp"
+
+namespace flashmma {
+
+template <class Policy, int kBlockN, bool kRescaleBeforeExp>
+struct ScoreSoftmax {
+  Policy policy;
+  ScoreCoord origin;        // batch, head, and the query of the warp's first row (key unused)
+  SequenceLengths lengths;
+  IndexRange queries;       // the block's queries that exist
+  float softmax_scale;
+  // What the exponentials multiply raw scores by: softmax_scale * log2(e), or log2(e) alone
+  // when the policy transforms scores (they are scaled before the transform).
+  float exp2_scale;
+  int lane;
+
+  FLASHMMA_DEVICE void set_scales(float scale, float scale_log2) {
+    softmax_scale = scale;
+    exp2_scale = Policy::kTransformsScores ? kLog2e : scale_log2;
+  }
+
+  // The scale of the row maxima in the LSE: scores are in softmax units unless transformed.
+  FLASHMMA_DEVICE float lse_scale() const {
+    return Policy::kTransformsScores ? 1.f : softmax_scale;
+  }
+
+  // Scores of the K/V tile whose first key is `first_key` to unnormalized probabilities, in
+  // place; `output` (O) and `stats` follow the new row maxima.
+  template <int kRowTiles, int kScoreTiles, int kOutputTiles>
+  FLASHMMA_DEVICE void operator()(float (&s)[kRowTiles][kScoreTiles][4],
+                                  float (&output)[kRowTiles][kOutputTiles][4],
+                                  OnlineSoftmax (&stats)[kRowTiles], int64_t first_key) const {
+    if constexpr (Policy::kTransformsScores) transform(s, first_key);
+    if (tile_needs_mask(policy, lengths, queries, first_key, kBlockN)) apply_mask(s, first_key);
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      stats[rt].template update<kRescaleBeforeExp>(s[rt], output[rt], exp2_scale);
+    }
+  }
+
+ private:
+  // Positions are at most 2^30 (score_policy.hpp), so the tile's first key fits in an int too.
+  FLASHMMA_DEVICE ScoreCoord coord(int row, int key) const {
+    return {origin.batch, origin.head, origin.query + row, key};
+  }
+
+  // Scaled scores to the policy's logits.
+  template <int kRowTiles, int kScoreTiles>
+  FLASHMMA_DEVICE void transform(float (&s)[kRowTiles][kScoreTiles][4], int64_t first_key) const {
+    const int first = static_cast<int>(first_key);
+    for_each_accumulator(s, lane, [&](int row, int column, float& score) {
+      score = policy.transform(score * softmax_scale, coord(row, first + column), lengths);
+    });
+  }
+
+  // Sets the scores of hidden (query, key) pairs, and of keys past the end, to -inf. The end
+  // of the sequence is a column bound, compared in 32 bits; the key of a score is formed only for
+  // a policy that masks. (A 64-bit key formed for every score let ptxas fold the tile index into
+  // per-score address arithmetic and move the loop counter off the uniform datapath, which cost
+  // the register-bound d = 128 tiles about 3% even on tiles that never take this branch.)
+  template <int kRowTiles, int kScoreTiles>
+  FLASHMMA_DEVICE void apply_mask(float (&s)[kRowTiles][kScoreTiles][4], int64_t first_key) const {
+    const int64_t keys_left = lengths.seqlen_k - first_key;
+    const int keys_in_tile = keys_left < kBlockN ? static_cast<int>(keys_left) : kBlockN;
+    const int first = static_cast<int>(first_key);
+    for_each_accumulator(s, lane, [&](int row, int column, float& score) {
+      bool hidden = column >= keys_in_tile;
+      if constexpr (Policy::kMasks) {
+        // | rather than ||: a branch per score costs more than the test it would skip.
+        hidden = hidden | !policy.visible(coord(row, first + column), lengths);
+      }
+      if (hidden) score = -INFINITY;
+    });
+  }
+};
+
+}  // namespace flashmma
