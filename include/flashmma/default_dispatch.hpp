@@ -23,6 +23,7 @@
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
 #include "flashmma/traits/element.hpp"
+#include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/traits/tile_config.hpp"
 #include "flashmma/validate.hpp"
 
@@ -151,15 +152,25 @@ decltype(auto) visit_kernel_head_dim(int64_t head_dim, Visitor&& visit, OutOfRan
 // 1 block/SM, rescale before exp, sm_80>": every knob of a config, by name.
 template <class Config>
 std::string describe_config() {
-  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   std::ostringstream os;
-  os << "TileConfig<" << ElementTraits<typename Config::element_type>::kName << ", HeadDim "
-     << Config::kHeadDim << ", BlockM " << Config::kBlockM << ", BlockN " << Config::kBlockN
-     << ", " << Config::kWarps << " warps, " << Config::kStages << " stages, "
-     << (Config::kSmemLayout == SmemLayout::kXorSwizzle ? "XOR swizzle" : "padded rows") << ", "
-     << Config::kMinBlocksPerSm << " block/SM, rescale "
-     << (Config::kRescaleBeforeExp ? "before" : "after") << " exp, "
-     << Config::arch_tag::kName << ">";
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    os << "Sm90TileConfig<" << ElementTraits<typename Config::element_type>::kName
+       << ", HeadDim " << Config::kHeadDim << ", BlockM " << Config::kBlockM << ", BlockN "
+       << Config::kBlockN << ", " << Config::kStages << " stages, "
+       << Config::kConsumerWarpgroups << " consumer warpgroups, registers "
+       << Config::kProducerRegisters << "/" << Config::kConsumerRegisters << ", "
+       << Config::arch_tag::kName << ">";
+  } else {
+    os << "TileConfig<" << ElementTraits<typename Config::element_type>::kName << ", HeadDim "
+       << Config::kHeadDim << ", BlockM " << Config::kBlockM << ", BlockN " << Config::kBlockN
+       << ", " << Config::kWarps << " warps, " << Config::kStages << " stages, "
+       << (Config::kSmemLayout == SmemLayout::kXorSwizzle ? "XOR swizzle" : "padded rows") << ", "
+       << Config::kMinBlocksPerSm << " block/SM, rescale "
+       << (Config::kRescaleBeforeExp ? "before" : "after") << " exp, "
+       << Config::arch_tag::kName << ">";
+  }
   return os.str();
 }
 

@@ -33,9 +33,12 @@
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/launch.cuh"
 #include "flashmma/sm80/forward_kernel.cuh"
+#include "flashmma/sm90/forward_kernel.cuh"
+#include "flashmma/sm90/tensor_maps.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/traits/tile_config.hpp"
 #include "flashmma/validate.hpp"
 
@@ -43,8 +46,12 @@ namespace flashmma {
 
 // The forward kernel type forward<Config> runs for one score policy (for cudaFuncGetAttributes
 // and profilers: its __global__ function is kernel_entry<ForwardKernelFor<Config, Policy>>).
+// A TileConfig runs the portable mma.sync kernel, an Sm90TileConfig the Hopper one.
 template <class Config, class Policy>
-using ForwardKernelFor = sm80::ForwardKernel<Config, Policy, SchedulerFor<Policy>>;
+using ForwardKernelFor =
+    std::conditional_t<IsSm90TileConfig<Config>::value,
+                       sm90::ForwardKernel<Config, Policy, SchedulerFor<Policy>>,
+                       sm80::ForwardKernel<Config, Policy, SchedulerFor<Policy>>>;
 
 namespace detail {
 
@@ -100,10 +107,18 @@ Status launch_forward(const ForwardParams& params, const Policy& policy, const D
   using Scheduler = SchedulerFor<Policy>;
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
   const SchedulerInputs in = scheduler_inputs<Config>(params, device);
-  typename Kernel::Params kernel_params{
-      make_forward_args<typename Config::element_type>(params), policy,
-      Scheduler::make_params(in)};
-  return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    typename Kernel::Params kernel_params{
+        {}, make_forward_args<typename Config::element_type>(params), policy,
+        Scheduler::make_params(in)};
+    if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
+    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+  } else {
+    typename Kernel::Params kernel_params{
+        make_forward_args<typename Config::element_type>(params), policy,
+        Scheduler::make_params(in)};
+    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+  }
 }
 
 // The built-in policy of params' mask, window, softcap and ALiBi (default_dispatch.hpp).
@@ -120,7 +135,8 @@ Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cud
 // BuiltinPolicy (default_dispatch.hpp).
 template <class Config>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
-  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   if (Status s = validate_params(params); !s) return s;
   if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
   DeviceInfo device;
@@ -135,7 +151,8 @@ template <class Config>
 template <class Config, class Policy>
 [[nodiscard]] Status forward(const ForwardParams& params, const Policy& policy,
                              cudaStream_t stream = nullptr) {
-  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
   if (Status s = validate_params(params); !s) return s;
   if (Status s = detail::validate_no_builtin_variant(params); !s) return s;

@@ -14,6 +14,7 @@
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
 #include "flashmma/traits/element.hpp"
+#include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/traits/tile_config.hpp"
 
 namespace flashmma {
@@ -27,10 +28,11 @@ struct KernelRequirements {
   int min_compute_capability = 80;
 };
 
-// The requirements of one TileConfig.
+// The requirements of one TileConfig or Sm90TileConfig.
 template <class Config>
 KernelRequirements kernel_requirements() {
-  static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   KernelRequirements req;
   req.dtype = Config::kScalarType;
   req.head_dim = Config::kHeadDim;

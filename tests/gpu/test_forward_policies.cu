@@ -18,6 +18,7 @@
 #include "support/forward_case.cuh"
 #include "support/gpu_helpers.cuh"
 #include "support/policy_reference.cuh"
+#include "support/prefix_lm.hpp"
 
 namespace {
 
@@ -30,22 +31,6 @@ using flashmma::SlidingWindow;
 using flashmma::Softcap;
 using flashmma::test::AttentionCase;
 using flashmma::test::DeviceBuffer;
-
-// A user's policy: a prefix-LM mask. The first `prefix` keys are visible to every query (the
-// prompt, attended bidirectionally); after them, causal (aligned bottom-right).
-struct PrefixLM : flashmma::ScorePolicyBase {
-  static constexpr bool kMasks = true;
-  int64_t prefix = 0;
-
-  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths& lengths) const {
-    return c.key < prefix || c.key <= c.query + lengths.diagonal();
-  }
-  FLASHMMA_HOST_DEVICE flashmma::IndexRange key_range(const flashmma::IndexRange& queries,
-                                                      const SequenceLengths& lengths) const {
-    const int64_t causal_end = queries.end - 1 + lengths.diagonal() + 1;
-    return {0, causal_end > prefix ? causal_end : prefix};
-  }
-};
 
 // Tiles of every schedule: split (Stages 1), ring (2) and overlapped (3); 1 to 8 warps; one and
 // two row tiles per warp; both element types.
@@ -127,7 +112,7 @@ TEMPLATE_LIST_TEST_CASE("ALiBi and softcap, alone, together and with windows",
 TEMPLATE_LIST_TEST_CASE("a user's policy: prefix-LM", "[gpu][forward][policy]", PolicyConfigs) {
   for (const int64_t prefix : {0, 40, 1000}) {
     INFO("prefix " << prefix);
-    PrefixLM policy;
+    flashmma::test::PrefixLM policy;
     policy.prefix = prefix;
     for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
       check_policy<TestType>(c, policy, policy);

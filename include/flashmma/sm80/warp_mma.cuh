@@ -14,6 +14,7 @@
 #include "flashmma/macros.hpp"
 #include "flashmma/ptx/ldmatrix.cuh"
 #include "flashmma/ptx/mma.cuh"
+#include "flashmma/ptx/pack.cuh"
 #include "flashmma/ptx/smem.cuh"
 #include "flashmma/traits/fragment_map.hpp"
 #include "flashmma/traits/smem_layout.hpp"
@@ -110,22 +111,6 @@ FLASHMMA_DEVICE void compute_scores(ScoreFragments<Config>& scores,
       }
     }
   }
-}
-
-// Two fp32 values as one register of two 16-bit elements (the first in the low half).
-template <class Element>
-FLASHMMA_DEVICE uint32_t pack_pair(float first, float second);
-
-template <>
-FLASHMMA_DEVICE uint32_t pack_pair<__half>(float first, float second) {
-  const __half2 pair = __floats2half2_rn(first, second);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
-template <>
-FLASHMMA_DEVICE uint32_t pack_pair<__nv_bfloat16>(float first, float second) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(first, second);
-  return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
 // output += P V for one V tile. P is read straight from the score registers: the C fragments

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// The host side of the Hopper kernel's TMA: the four tensor maps of a call (Q, K, V, O), each a
+// rank-4 view {head dim, rows, heads, batch} of a [batch, seqlen, heads, head_dim] tensor through
+// the call's strides, with boxes of 64 head-dim columns (128 bytes, the 128B swizzle span).
+// Out-of-bounds elements load as zeros (rows past the sequence, columns past the head dim) and
+// are not stored.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+#include "flashmma/params.hpp"
+#include "flashmma/ptx/sm90/tensor_map.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/sm90_tile_config.hpp"
+
+namespace flashmma {
+namespace sm90 {
+namespace detail {
+
+// One tensor's map. A stride must be positive for TMA; that of a dimension of size 1 is never
+// stepped, so a valid value stands in for it there.
+inline Status encode_forward_map(const char* name, const void* data, ScalarType dtype,
+                                 int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
+                                 const TensorStrides& strides, uint32_t box_rows,
+                                 CUtensorMap* map) {
+  ptx::sm90::TensorTile tile;
+  tile.data_type = dtype == ScalarType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  tile.rank = 4;
+  tile.global_address = data;
+  const int64_t extents[3] = {rows, heads, batch};
+  const int64_t element_strides[3] = {strides.row, strides.head, strides.batch};
+  const char* stride_names[3] = {"row", "head", "batch"};
+  tile.dims[0] = static_cast<uint64_t>(head_dim);
+  for (int i = 0; i < 3; ++i) {
+    tile.dims[i + 1] = static_cast<uint64_t>(extents[i]);
+    int64_t stride = element_strides[i];
+    if (extents[i] == 1) {
+      stride = 8;  // never stepped; any value TMA accepts (16 bytes) stands in for PyTorch's
+    } else if (stride <= 0) {
+      return Status::error(
+          ErrorCode::kInvalidArgument,
+          std::string(name) + "_strides." + stride_names[i] + " is " + std::to_string(stride) +
+              ": the sm_90a kernel reads and writes through TMA, which needs positive strides "
+              "(use a TileConfig, the portable kernel, for this layout)");
+    }
+    tile.strides_bytes[i] = static_cast<uint64_t>(stride) * 2;
+  }
+  tile.box[0] = kSm90SubTileElements;
+  tile.box[1] = box_rows;
+  tile.box[2] = 1;
+  tile.box[3] = 1;
+  tile.swizzle = ptx::sm90::Swizzle::k128B;
+  if (Status s = ptx::sm90::encode_tensor_map(tile, map); !s) {
+    return Status::error(s.code(), std::string(name) + ": " + s.message());
+  }
+  return Status::success();
+}
+
+}  // namespace detail
+
+// Fills `maps` (q, k, v, o) for Config from validated params.
+template <class Config, class Maps>
+Status make_forward_tensor_maps(const ForwardParams& p, Maps& maps) {
+  static_assert(IsSm90TileConfig<Config>::value, "Config must be a flashmma::Sm90TileConfig<...>");
+  if (Status s = detail::encode_forward_map("q", p.q, p.dtype, p.head_dim, p.seqlen_q, p.heads_q,
+                                            p.batch, p.q_strides, Config::kBlockM, &maps.q);
+      !s)
+    return s;
+  if (Status s = detail::encode_forward_map("k", p.k, p.dtype, p.head_dim, p.seqlen_k,
+                                            p.heads_kv, p.batch, p.k_strides, Config::kBlockN,
+                                            &maps.k);
+      !s)
+    return s;
+  if (Status s = detail::encode_forward_map("v", p.v, p.dtype, p.head_dim, p.seqlen_k,
+                                            p.heads_kv, p.batch, p.v_strides, Config::kBlockN,
+                                            &maps.v);
+      !s)
+    return s;
+  return detail::encode_forward_map("o", p.o, p.dtype, p.head_dim, p.seqlen_q, p.heads_q, p.batch,
+                                    p.o_strides, Config::kRowsPerWarpgroup, &maps.o);
+}
+
+}  // namespace sm90
+}  // namespace flashmma

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// The knobs of the Hopper (sm_90a) forward kernel, and every constant that follows from them.
+//
+//   using MyConfig = flashmma::Sm90TileConfig<__nv_bfloat16, /*HeadDim=*/128, /*BlockN=*/128>;
+//   flashmma::forward<MyConfig>(params, stream);
+//
+// (optional after BlockN: Stages = 2, ConsumerWarpgroups = 2, ProducerRegisters = 24,
+//  ConsumerRegisters = 240)
+//
+// A block is one producer warpgroup and ConsumerWarpgroups consumer warpgroups. The producer
+// (one elected thread) loads the Q tile once and streams K and V tiles of BlockN keys through a
+// ring of Stages slots with TMA; each consumer warpgroup owns 64 query rows (BlockM = 64 x
+// consumers), computes S = Q K^T and O += P V with wgmma (P from registers) and runs the online
+// softmax on its own rows. setmaxnreg moves registers from the producer (ProducerRegisters per
+// thread) to the consumers (ConsumerRegisters).
+//
+// Operands live in shared memory in the 128-byte-swizzled layouts that TMA writes and wgmma
+// reads, cut along the head dim into sub-tiles of 64 elements: the head dim is padded to a
+// multiple of 64 in shared memory (TMA fills the padding with zeros), so HeadDim 96 computes as
+// 128.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "flashmma/ptx/sm90/operand_tile.hpp"
+#include "flashmma/ptx/sm90/swizzle.hpp"
+#include "flashmma/ptx/sm90/wgmma_layout.hpp"
+#include "flashmma/traits/arch.hpp"
+#include "flashmma/traits/element.hpp"
+#include "flashmma/traits/tile_config.hpp"
+
+namespace flashmma {
+
+inline constexpr int kSm90MaxSmemBytes = 227 * 1024;  // per block, opt-in, on sm_90
+inline constexpr int kSm90RegistersPerSm = 65536;
+inline constexpr int kSm90SubTileElements = 64;       // 128 bytes of 16-bit elements: a swizzle row
+
+template <class Element, int HeadDim, int BlockN, int Stages = 2, int ConsumerWarpgroups = 2,
+          int ProducerRegisters = 24, int ConsumerRegisters = 240>
+struct Sm90TileConfig {
+  static_assert(IsSupportedElement<Element>::value,
+                "Element must be __half or __nv_bfloat16");
+  static_assert(HeadDim > 0 && HeadDim % 8 == 0 && HeadDim <= kMaxHeadDim,
+                "HeadDim must be a multiple of 8 from 8 to 256");
+  static_assert(BlockN >= 16 && BlockN <= 256 && BlockN % 16 == 0,
+                "BlockN must be a multiple of 16 from 16 to 256 (the N of one wgmma, the rows "
+                "of one TMA box)");
+  static_assert(Stages >= 1 && Stages <= 4, "Stages must be between 1 and 4");
+  static_assert(ConsumerWarpgroups >= 1 && ConsumerWarpgroups <= 3,
+                "ConsumerWarpgroups must be 1, 2 or 3 (BlockM = 64, 128 or 192 rows)");
+  static_assert(ProducerRegisters >= 24 && ProducerRegisters <= 256 && ProducerRegisters % 8 == 0,
+                "ProducerRegisters must be a multiple of 8 from 24 to 256 (setmaxnreg)");
+  static_assert(ConsumerRegisters >= 24 && ConsumerRegisters <= 256 && ConsumerRegisters % 8 == 0,
+                "ConsumerRegisters must be a multiple of 8 from 24 to 256 (setmaxnreg)");
+
+  using element_type = Element;
+  using arch_tag = arch::Sm90a;
+  static constexpr ScalarType kScalarType = ElementTraits<Element>::kScalarType;
+
+  static constexpr int kHeadDim = HeadDim;  // the largest runtime head dim the kernel accepts
+  static constexpr int kHeadDimPadded =
+      (HeadDim + kSm90SubTileElements - 1) / kSm90SubTileElements * kSm90SubTileElements;
+  static constexpr int kHeadDimSubTiles = kHeadDimPadded / kSm90SubTileElements;
+  static constexpr int kConsumerWarpgroups = ConsumerWarpgroups;
+  static constexpr int kRowsPerWarpgroup = ptx::sm90::kWgmmaM;  // 64
+  static constexpr int kBlockM = kRowsPerWarpgroup * ConsumerWarpgroups;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kStages = Stages;
+  static constexpr int kWarpgroupThreads = ptx::sm90::kWarpgroupThreads;
+  static constexpr int kThreads = kWarpgroupThreads * (1 + ConsumerWarpgroups);
+  static constexpr int kMinBlocksPerSm = 1;  // setmaxnreg needs both launch bounds
+  static constexpr int kProducerRegisters = ProducerRegisters;
+  static constexpr int kConsumerRegisters = ConsumerRegisters;
+  // What each thread starts with: __launch_bounds__(kThreads, 1) divides the register file,
+  // rounded down to a multiple of 8.
+  static constexpr int kLaunchRegisters =
+      (kSm90RegistersPerSm / kThreads / 8 * 8) < 255 ? kSm90RegistersPerSm / kThreads / 8 * 8 : 255;
+
+  // The operand tiles (ptx/sm90/operand_tile.hpp): Q and K with the head dim contiguous
+  // (K-major for both GEMMs' reductions over it), V with the head dim contiguous as the B of
+  // P V, whose reduction runs over keys (MN-major).
+  using QTile = ptx::sm90::OperandTile<ptx::sm90::Major::kK, ptx::sm90::Swizzle::k128B, kBlockM,
+                                       kHeadDimPadded>;
+  using KTile = ptx::sm90::OperandTile<ptx::sm90::Major::kK, ptx::sm90::Swizzle::k128B, BlockN,
+                                       kHeadDimPadded>;
+  using VTile = ptx::sm90::OperandTile<ptx::sm90::Major::kMN, ptx::sm90::Swizzle::k128B,
+                                       kHeadDimPadded, BlockN>;
+  static constexpr uint32_t kQBytes = QTile::kBytes;
+  static constexpr uint32_t kKVTileBytes = KTile::kBytes;
+  static_assert(VTile::kBytes == KTile::kBytes, "K and V tiles are the same TMA boxes");
+
+  // Shared memory, each tile on a 1024-byte boundary (the swizzle atom): Q, the K ring, the V
+  // ring, then the barriers; plus 1 KiB to align the dynamic base.
+  static constexpr std::size_t kQOffset = 0;
+  static constexpr std::size_t kKOffset = kQOffset + kQBytes;
+  static constexpr std::size_t kVOffset = kKOffset + std::size_t{Stages} * kKVTileBytes;
+  static constexpr std::size_t kBarrierOffset = kVOffset + std::size_t{Stages} * kKVTileBytes;
+  static constexpr int kBarriers = 1 + 4 * Stages;  // Q full; K/V full and empty per stage
+  static constexpr std::size_t kSmemBytes =
+      ptx::sm90::kSwizzleAlignment + kBarrierOffset + sizeof(uint64_t) * kBarriers;
+
+  // Per consumer thread: S (BlockN / 2 fp32), P (BlockN / 4 packed pairs), O (padded head dim / 2).
+  static constexpr int kAccumulatorRegisters = BlockN / 2 + BlockN / 4 + kHeadDimPadded / 2;
+
+  static_assert(kSmemBytes <= kSm90MaxSmemBytes,
+                "shared memory (Q + 2 * Stages * BlockN rows of the head dim padded to 64, plus "
+                "barriers) exceeds 227 KiB: lower BlockN or Stages");
+  static_assert(kWarpgroupThreads * (ProducerRegisters + ConsumerWarpgroups * ConsumerRegisters) <=
+                    kSm90RegistersPerSm,
+                "128 * (ProducerRegisters + ConsumerWarpgroups * ConsumerRegisters) exceeds the "
+                "65536 registers of an SM: lower ConsumerRegisters or ProducerRegisters");
+  static_assert(ProducerRegisters <= kLaunchRegisters && ConsumerRegisters >= kLaunchRegisters,
+                "setmaxnreg can only lower the producer's and raise the consumers' registers from "
+                "65536 / threads (kLaunchRegisters)");
+  static_assert(kAccumulatorRegisters + 32 <= ConsumerRegisters,
+                "S, P and O (BlockN / 2 + BlockN / 4 + padded HeadDim / 2 registers) leave fewer "
+                "than 32 of ConsumerRegisters for the rest: lower BlockN");
+};
+
+// True for any instantiation of Sm90TileConfig.
+template <class T>
+struct IsSm90TileConfig : std::false_type {};
+template <class E, int D, int N, int S, int C, int P, int R>
+struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R>> : std::true_type {};
+
+// Every config forward<Config> accepts: the portable TileConfig and the Hopper one.
+template <class T>
+struct IsForwardConfig
+    : std::integral_constant<bool, IsTileConfig<T>::value || IsSm90TileConfig<T>::value> {};
+
+}  // namespace flashmma

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Hopper kernel (sm90::ForwardKernel, through forward<Sm90TileConfig>): the whole case matrix
+// and the routed head dims (support/forward_case.cuh), the built-in score policies, a user's
+// policy, and the layouts TMA cannot describe. Built for sm_90a only; it skips elsewhere
+// (test_sm90_support.cuh).
+#include "support/catch.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "flashmma/flashmma.cuh"
+#include "gpu/test_sm90_support.cuh"
+#include "support/attention_case.hpp"
+#include "support/forward_case.cuh"
+#include "support/gpu_helpers.cuh"
+#include "support/policy_reference.cuh"
+#include "support/prefix_lm.hpp"
+
+namespace {
+
+using flashmma::AlibiBias;
+using flashmma::CausalMask;
+using flashmma::Combined;
+using flashmma::SlidingWindow;
+using flashmma::Softcap;
+using flashmma::Sm90TileConfig;
+using flashmma::test::AttentionCase;
+using flashmma::test::DeviceBuffer;
+
+// Two consumer warpgroups with 128 and 176 keys per tile; three stages at head dim 64; one
+// consumer warpgroup at a head dim padded to 128 (96); the largest head dim with 80 keys.
+using Sm90Configs =
+    std::tuple<Sm90TileConfig<__nv_bfloat16, 128, 128>, Sm90TileConfig<__half, 128, 176>,
+               Sm90TileConfig<__half, 64, 128, 3>,
+               Sm90TileConfig<__nv_bfloat16, 96, 64, 2, 1, 24, 256>,
+               Sm90TileConfig<__nv_bfloat16, 256, 80>>;
+
+template <class Config, class Policy>
+void check_policy(const AttentionCase& c, const Policy& policy, const Policy& reference_policy) {
+  using Element = typename Config::element_type;
+  INFO("config: " << flashmma::describe_config<Config>());
+  INFO("case: " << c.describe());
+  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
+  const flashmma::Status status = flashmma::forward<Config>(t.params, policy);
+  INFO("forward returned: " << status.message());
+  REQUIRE(status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  flashmma::test::check_against_policy_reference(t, reference_policy);
+}
+
+std::vector<AttentionCase> policy_cases(int64_t head_dim) {
+  using flashmma::test::Layout;
+  return {flashmma::test::make_case(2, 129, 129, 4, 2, head_dim, false, Layout::kBSHD),
+          flashmma::test::make_case(1, 77, 301, 2, 1, head_dim, false, Layout::kBHSD),
+          flashmma::test::make_case(1, 301, 77, 4, 4, head_dim, false, Layout::kBSHD)};
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("the sm_90a kernel matches the reference over the case matrix",
+                        "[gpu][forward][sm90]", Sm90Configs) {
+  flashmma::test::check_config_case_matrix<TestType>();
+}
+
+TEMPLATE_LIST_TEST_CASE("the sm_90a kernel applies the score policies",
+                        "[gpu][forward][sm90][policy]", Sm90Configs) {
+  for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
+    for (const SlidingWindow& window :
+         {SlidingWindow{{}, 32, 0}, SlidingWindow{{}, 0, 0}, SlidingWindow{{}, 5, 17},
+          SlidingWindow{{}, -1, 40}, SlidingWindow{{}, 64, -1}}) {
+      INFO("window (" << window.left << ", " << window.right << ")");
+      check_policy<TestType>(c, window, window);
+    }
+    for (const int64_t prefix : {0, 40, 1000}) {
+      INFO("prefix-LM " << prefix);
+      flashmma::test::PrefixLM policy;
+      policy.prefix = prefix;
+      check_policy<TestType>(c, policy, policy);
+    }
+  }
+  const int64_t heads = 4;
+  std::vector<float> slopes;  // [batch 2, heads 4]
+  for (int64_t i = 0; i < 2 * heads; ++i) slopes.push_back(std::exp2(-0.5f * (i + 1)));
+  DeviceBuffer<float> device_slopes(static_cast<int64_t>(slopes.size()));
+  FLASHMMA_CUDA_CHECK(cudaMemcpy(device_slopes.get(), slopes.data(), device_slopes.bytes(),
+                                 cudaMemcpyHostToDevice));
+  using Everything = Combined<Softcap, Combined<AlibiBias, SlidingWindow>>;
+  const SlidingWindow window{{}, 48, 0};
+  const Everything all{{}, Softcap::with_cap(20.f), {{}, {{}, device_slopes.get(), heads}, window}};
+  const Everything host_all{{}, Softcap::with_cap(20.f), {{}, {{}, slopes.data(), heads}, window}};
+  using flashmma::test::Layout;
+  const AttentionCase c =
+      flashmma::test::make_case(2, 133, 200, heads, 2, TestType::kHeadDim, false, Layout::kBSHD);
+  check_policy<TestType>(c, all, host_all);
+  using AlibiCausal = Combined<AlibiBias, CausalMask>;
+  const AttentionCase tall =
+      flashmma::test::make_case(2, 200, 133, heads, 1, TestType::kHeadDim, false, Layout::kBSHD);
+  check_policy<TestType>(tall, AlibiCausal{{}, {{}, device_slopes.get(), 0}, {}},
+                         AlibiCausal{{}, {{}, slopes.data(), 0}, {}});
+}
+
+TEST_CASE("the sm_90a kernel refuses strides TMA cannot describe, and writes nothing",
+          "[gpu][forward][sm90]") {
+  using Config = Sm90TileConfig<__nv_bfloat16, 128, 128>;
+  const AttentionCase c = flashmma::test::make_case(2, 64, 64, 2, 1, 128, false,
+                                                    flashmma::test::Layout::kBSHD);
+  flashmma::test::CaseTensors<__nv_bfloat16> t =
+      flashmma::test::make_case_tensors<__nv_bfloat16>(c);
+  flashmma::ForwardParams p = t.params;
+  p.k = static_cast<const __nv_bfloat16*>(p.k) + (c.seqlen_k - 1) * p.k_strides.row;
+  p.k_strides.row = -p.k_strides.row;  // K read backwards: fine for cp.async, not for TMA
+  const std::vector<__nv_bfloat16> o_before = t.o.to_host();
+  const flashmma::Status status = flashmma::forward<Config>(p);
+  INFO(status.message());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<__nv_bfloat16> o_after = t.o.to_host();
+  CHECK(std::memcmp(o_before.data(), o_after.data(), o_before.size() * sizeof(__nv_bfloat16)) ==
+        0);
+  REQUIRE(status.code() == flashmma::ErrorCode::kInvalidArgument);
+  CHECK(status.message().find("k_strides.row is -") != std::string::npos);
+  CHECK(status.message().find("positive strides") != std::string::npos);
+}
