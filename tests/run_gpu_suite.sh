@@ -5,7 +5,8 @@
 #
 # Steps (each logged to OUTDIR/gpu_suite.log; a failed step does not stop the others, and the
 # script exits non-zero at the end if any failed):
-#   build        configure and build everything (CUDA_ARCHS, default 90a) with Ninja if present
+#   build        configure and build everything (CUDA_ARCHS, default 90a) with Ninja if present,
+#                within BUILD_TIMEOUT seconds (default 480), past failed targets
 #   ctest        the test suite, GPU tests included
 #   large        the hidden "[.large]" case (tensors of more than 2^31 elements, about 9 GB)
 #   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on basic_forward over a set
@@ -18,8 +19,9 @@
 #                under CUDA 13): it must be refused with kUnsupportedDevice, never run
 # ONLY_POLICIES=1 builds only test_forward_policies and runs only its sanitizer step.
 # Environment: CATCH2_PREFIX (a Catch2 install prefix, else .deps/catch2_*.deb is unpacked),
-# CUDA_ARCHS, WORK_DIR (default /tmp/flashmma-suite), JOBS (default nproc), FLASHMMA_COMMIT (the
-# commit to print, where the tree has no .git).
+# CUDA_ARCHS, WORK_DIR (default /tmp/flashmma-suite), JOBS (default nproc), BUILD_TIMEOUT,
+# TEST_TIMEOUT (seconds per test, default 300), FLASHMMA_COMMIT (the commit to print, where the
+# tree has no .git).
 set -u
 if [ $# -ne 1 ]; then
   echo "usage: bash tests/run_gpu_suite.sh OUTDIR" >&2
@@ -59,17 +61,29 @@ catch2_prefix() {
   fi
 }
 
+# The build is bounded (BUILD_TIMEOUT seconds, default 480) and keeps going past a failed target,
+# so that the steps after it run on whatever was built; on a timeout the compilers still running
+# are listed in the log (a build once stalled on the GPU machine with no error).
 build() {
-  local generator=() targets=()
+  local generator=() targets=() keep_going=() status
   [ -n "${ONLY_POLICIES:-}" ] && targets=(--target test_forward_policies)
-  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja) && keep_going=(-- -k 0)
   cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_PREFIX_PATH="$(catch2_prefix)" &&
-    cmake --build "$BUILD" -j "$JOBS" "${targets[@]}"
+        -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_PREFIX_PATH="$(catch2_prefix)" ||
+    return 1
+  NINJA_STATUS="[%f/%t %es] " timeout "${BUILD_TIMEOUT:-480}" \
+    cmake --build "$BUILD" -j "$JOBS" "${targets[@]}" "${keep_going[@]}"
+  status=$?
+  if [ $status -eq 124 ]; then
+    echo "build: stopped after ${BUILD_TIMEOUT:-480} s; still running:"
+    ps -eo etimes,args | grep -E "nvcc|cicc|ptxas|cudafe|cc1plus|nvlink|fatbinary| ld " |
+      grep -v grep | cut -c1-300
+  fi
+  return $status
 }
 
 run_ctest() {
-  ctest --test-dir "$BUILD" --output-on-failure -j 4 | tee "$OUTDIR/ctest.log"
+  ctest --test-dir "$BUILD" --output-on-failure -j 4 --timeout "${TEST_TIMEOUT:-300}" | tee "$OUTDIR/ctest.log"
   local status=${PIPESTATUS[0]}
   grep -E "tests passed|tests failed" "$OUTDIR/ctest.log" | tail -n 1 > "$WORK_DIR/ctest-line"
   return "$status"
