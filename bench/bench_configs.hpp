@@ -24,6 +24,7 @@
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/traits/smem_layout.hpp"
 #include "flashmma/traits/tile_config.hpp"
 
@@ -65,6 +66,36 @@ using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
                                TileShape<256, 64, 64, 4, 1, kSwizzle>,
                                TileShape<256, 64, 32, 4, 2, kSwizzle, 2>>;
 
+// A tile of the Hopper kernel (Sm90TileConfig): "sm90_d128_n128_s2_c2" is HeadDim, BlockN, Stages
+// and consumer warpgroups; "_r32x240" follows when the register split is not 24/240, and "_seq"
+// for the sequential schedule. These entries run on a compute capability 9.0 GPU from a binary
+// with sm_90a code only; elsewhere the call returns kUnsupportedDevice.
+template <int HeadDim, int BlockN, int Stages, int Consumers, int ProducerRegisters = 24,
+          int ConsumerRegisters = 240,
+          flashmma::Sm90Schedule Schedule = flashmma::Sm90Schedule::kOverlapSoftmax>
+struct Sm90Shape {
+  template <class Element>
+  using Config = flashmma::Sm90TileConfig<Element, HeadDim, BlockN, Stages, Consumers,
+                                          ProducerRegisters, ConsumerRegisters, Schedule>;
+
+  static std::string name() {
+    return "sm90_d" + std::to_string(HeadDim) + "_n" + std::to_string(BlockN) + "_s" +
+           std::to_string(Stages) + "_c" + std::to_string(Consumers) +
+           (ProducerRegisters != 24 || ConsumerRegisters != 240
+                ? "_r" + std::to_string(ProducerRegisters) + "x" +
+                      std::to_string(ConsumerRegisters)
+                : std::string()) +
+           (Schedule == flashmma::Sm90Schedule::kSequential ? "_seq" : "");
+  }
+};
+
+// The Hopper tiles: 128 keys at d = 64 and 128, FlashAttention-3's 176 at d = 128 and 80 at
+// d = 256, and d = 128 on the sequential schedule (what the overlap gains).
+using Sm90Shapes =
+    std::tuple<Sm90Shape<64, 128, 2, 2>, Sm90Shape<128, 128, 2, 2>, Sm90Shape<128, 176, 2, 2>,
+               Sm90Shape<256, 80, 2, 2>,
+               Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kSequential>>;
+
 // ALiBi as a score policy, for the comparison of the built-in ALiBi (params.alibi_slopes through
 // the default dispatch) with the same bias as a policy type: the library's AlibiBias, or a user's
 // functor. One entry per policy and d = 128 default tile, so that a row runs the tile the default
@@ -92,9 +123,11 @@ using AlibiPolicyEntries =
 inline constexpr std::size_t kDefaultCount = std::size(flashmma::kSupportedHeadDims);
 inline constexpr std::size_t kNamedCount = std::tuple_size_v<NamedShapes>;
 inline constexpr std::size_t kAlibiPolicyCount = std::tuple_size_v<AlibiPolicyEntries>;
-// Entries per element type: one default per supported head dim, the named shapes, then the ALiBi
-// policies.
-inline constexpr std::size_t kEntryCount = kDefaultCount + kNamedCount + kAlibiPolicyCount;
+inline constexpr std::size_t kSm90Count = std::tuple_size_v<Sm90Shapes>;
+// Entries per element type: one default per supported head dim, the named shapes, the ALiBi
+// policies, then the Hopper tiles.
+inline constexpr std::size_t kEntryCount =
+    kDefaultCount + kNamedCount + kAlibiPolicyCount + kSm90Count;
 
 // FLASHMMA_BENCH_VARIANTS_ONLY=1 builds only what `--preset variants` runs (the target
 // flashmma_bench_variants, bench/CMakeLists.txt): the defaults of d = 64 and 128 and the ALiBi
@@ -108,7 +141,8 @@ constexpr bool entry_is_built(std::size_t index) {
   if (index < kDefaultCount) {
     return flashmma::kSupportedHeadDims[index] == 64 || flashmma::kSupportedHeadDims[index] == 128;
   }
-  return index >= kDefaultCount + kNamedCount;
+  return index >= kDefaultCount + kNamedCount &&
+         index < kDefaultCount + kNamedCount + kAlibiPolicyCount;
 }
 
 inline constexpr const char* kDefaultName = "default";

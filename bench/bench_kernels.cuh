@@ -47,11 +47,15 @@ ConfigEntry describe_entry(std::string name) {
   entry.head_dim = Config::kHeadDim;
   entry.block_m = Config::kBlockM;
   entry.block_n = Config::kBlockN;
-  entry.warps = Config::kWarps;
+  entry.warps = Config::kThreads / 32;
   entry.stages = Config::kStages;
   entry.min_blocks_per_sm = Config::kMinBlocksPerSm;
   entry.smem_bytes = Config::kSmemBytes;
-  entry.shape = shape_name<Config>();
+  if constexpr (flashmma::IsSm90TileConfig<Config>::value) {
+    entry.shape = entry.name;  // the Sm90Shape name
+  } else {
+    entry.shape = shape_name<Config>();
+  }
   entry.config_description = flashmma::describe_config<Config>();
   return entry;
 }
@@ -119,8 +123,8 @@ ConfigEntry make_alibi_policy_entry() {
   return entry;
 }
 
-// Entry `Index` of the list for one element type: the defaults first, then the named shapes, then
-// the ALiBi policies.
+// Entry `Index` of the list for one element type: the defaults first, then the named shapes, the
+// ALiBi policies, and the Hopper tiles.
 template <class Element, std::size_t Index>
 ConfigEntry entry_at() {
   if constexpr (Index < kDefaultCount) {
@@ -129,9 +133,13 @@ ConfigEntry entry_at() {
   } else if constexpr (Index < kDefaultCount + kNamedCount) {
     using Shape = std::tuple_element_t<Index - kDefaultCount, NamedShapes>;
     return make_entry<typename Shape::template Config<Element>>(Shape::name());
-  } else {
+  } else if constexpr (Index < kDefaultCount + kNamedCount + kAlibiPolicyCount) {
     using Entry = std::tuple_element_t<Index - kDefaultCount - kNamedCount, AlibiPolicyEntries>;
     return make_alibi_policy_entry<Element, Entry>();
+  } else {
+    using Shape =
+        std::tuple_element_t<Index - kDefaultCount - kNamedCount - kAlibiPolicyCount, Sm90Shapes>;
+    return make_entry<typename Shape::template Config<Element>>(Shape::name());
   }
 }
 

@@ -45,42 +45,31 @@ struct OnlineSoftmax {
                               float scale_log2) {
     float reference[kRowsPerThread];
     float correction[kRowsPerThread];
-    bool max_changed = false;
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kScoreTiles; ++t) {
-        tile_max = fmaxf(tile_max, fmaxf(scores[t][2 * r], scores[t][2 * r + 1]));
-      }
-      tile_max = ptx::quad_max(tile_max);
-      const float new_max = fmaxf(row_max[r], tile_max);
-      max_changed |= new_max != row_max[r];
-      reference[r] = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-      // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0. An
-      // unchanged maximum gives exactly 2^0 = 1 because the product is rounded as reference's
-      // was (__fmul_rn): contracted into one fma it would leave reference's rounding error,
-      // every tile would nudge the sum by an ulp, and skipping a hidden tile or not would
-      // change the result.
-      correction[r] = ptx::ex2_approx(__fmul_rn(row_max[r], scale_log2) - reference[r]);
-      row_max[r] = new_max;
-    }
+    const bool max_changed = new_maxima(scores, scale_log2, reference, correction);
     if constexpr (kRescaleFirst) rescale(output, correction, max_changed);
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      float tile_sum = 0.f;
-#pragma unroll
-      for (int t = 0; t < kScoreTiles; ++t) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float p = ptx::ex2_approx(fmaf(scores[t][2 * r + c], scale_log2, -reference[r]));
-          scores[t][2 * r + c] = p;
-          tile_sum += p;
-        }
-      }
-      row_sum[r] = fmaf(row_sum[r], correction[r], tile_sum);
-    }
+    exponentiate(scores, scale_log2, reference, correction);
     if constexpr (!kRescaleFirst) rescale(output, correction, max_changed);
+  }
+
+  // The same, in two parts, for a kernel whose O accumulator is still being written by an
+  // asynchronous P V (wgmma) when the scores are ready: update_scores leaves O alone and returns
+  // what rescale_output, called once O may be touched, multiplies it by.
+  template <int kScoreTiles>
+  FLASHMMA_DEVICE void update_scores(float (&scores)[kScoreTiles][4], float scale_log2,
+                                     float (&correction)[kRowsPerThread], bool& max_changed) {
+    float reference[kRowsPerThread];
+    max_changed = new_maxima(scores, scale_log2, reference, correction);
+    exponentiate(scores, scale_log2, reference, correction);
+  }
+
+  // Once the maxima settle (after the first few tiles of a long row) no row of the warp moves
+  // and the O rescale (HeadDim / 2 multiplies per row tile) is skipped; the vote keeps the
+  // branch warp-uniform.
+  template <int kOutputTiles>
+  static FLASHMMA_DEVICE void rescale_output(float (&output)[kOutputTiles][4],
+                                             const float (&correction)[kRowsPerThread],
+                                             bool max_changed) {
+    rescale(output, correction, max_changed);
   }
 
   // Completes the rows: sums the quad's partial sums, divides O by them, and returns the natural
@@ -103,9 +92,56 @@ struct OnlineSoftmax {
   }
 
  private:
-  // Once the maxima settle (after the first few tiles of a long row) no row of the warp moves
-  // and the O rescale (HeadDim / 2 multiplies per row tile) is skipped; the vote keeps the
-  // branch warp-uniform.
+  // The new row maxima of a tile: each row's reference point (the new maximum times scale_log2,
+  // 0 for a row that has seen only -inf) and the factor that moves the old sum and O to it.
+  template <int kScoreTiles>
+  FLASHMMA_DEVICE bool new_maxima(const float (&scores)[kScoreTiles][4], float scale_log2,
+                                  float (&reference)[kRowsPerThread],
+                                  float (&correction)[kRowsPerThread]) {
+    bool max_changed = false;
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) {
+        tile_max = fmaxf(tile_max, fmaxf(scores[t][2 * r], scores[t][2 * r + 1]));
+      }
+      tile_max = ptx::quad_max(tile_max);
+      const float new_max = fmaxf(row_max[r], tile_max);
+      max_changed |= new_max != row_max[r];
+      reference[r] = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+      // row_max = -inf (nothing seen yet) gives 2^-inf = 0: the empty sum and O stay 0. An
+      // unchanged maximum gives exactly 2^0 = 1 because the product is rounded as reference's
+      // was (__fmul_rn): contracted into one fma it would leave reference's rounding error,
+      // every tile would nudge the sum by an ulp, and skipping a hidden tile or not would
+      // change the result.
+      correction[r] = ptx::ex2_approx(__fmul_rn(row_max[r], scale_log2) - reference[r]);
+      row_max[r] = new_max;
+    }
+    return max_changed;
+  }
+
+  // Scores to probabilities 2^(s * scale_log2 - reference), in place, and the running sums.
+  template <int kScoreTiles>
+  FLASHMMA_DEVICE void exponentiate(float (&scores)[kScoreTiles][4], float scale_log2,
+                                    const float (&reference)[kRowsPerThread],
+                                    const float (&correction)[kRowsPerThread]) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      float tile_sum = 0.f;
+#pragma unroll
+      for (int t = 0; t < kScoreTiles; ++t) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float p = ptx::ex2_approx(fmaf(scores[t][2 * r + c], scale_log2, -reference[r]));
+          scores[t][2 * r + c] = p;
+          tile_sum += p;
+        }
+      }
+      row_sum[r] = fmaf(row_sum[r], correction[r], tile_sum);
+    }
+  }
+
   template <int kOutputTiles>
   static FLASHMMA_DEVICE void rescale(float (&output)[kOutputTiles][4],
                                       const float (&correction)[kRowsPerThread],

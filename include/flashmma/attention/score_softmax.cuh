@@ -49,15 +49,36 @@ struct ScoreSoftmax {
   FLASHMMA_DEVICE void operator()(float (&s)[kRowTiles][kScoreTiles][4],
                                   float (&output)[kRowTiles][kOutputTiles][4],
                                   OnlineSoftmax (&stats)[kRowTiles], int64_t first_key) const {
-    if constexpr (Policy::kTransformsScores) transform(s, first_key);
-    if (tile_needs_mask(policy, lengths, queries, first_key, kBlockN)) apply_mask(s, first_key);
+    policy_and_mask(s, first_key);
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
       stats[rt].template update<kRescaleBeforeExp>(s[rt], output[rt], exp2_scale);
     }
   }
 
+  // The same for a kernel whose O is still being written by an asynchronous P V: the scores
+  // become probabilities now, and O is rescaled later by OnlineSoftmax::rescale_output with
+  // `correction` and `max_changed`.
+  template <int kRowTiles, int kScoreTiles>
+  FLASHMMA_DEVICE void probabilities(float (&s)[kRowTiles][kScoreTiles][4],
+                                     OnlineSoftmax (&stats)[kRowTiles], int64_t first_key,
+                                     float (&correction)[kRowTiles][kRowsPerThread],
+                                     bool (&max_changed)[kRowTiles]) const {
+    policy_and_mask(s, first_key);
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      stats[rt].update_scores(s[rt], exp2_scale, correction[rt], max_changed[rt]);
+    }
+  }
+
  private:
+  template <int kRowTiles, int kScoreTiles>
+  FLASHMMA_DEVICE void policy_and_mask(float (&s)[kRowTiles][kScoreTiles][4],
+                                       int64_t first_key) const {
+    if constexpr (Policy::kTransformsScores) transform(s, first_key);
+    if (tile_needs_mask(policy, lengths, queries, first_key, kBlockN)) apply_mask(s, first_key);
+  }
+
   // Positions are at most 2^30 (score_policy.hpp), so the tile's first key fits in an int too.
   FLASHMMA_DEVICE ScoreCoord coord(int row, int key) const {
     return {origin.batch, origin.head, origin.query + row, key};

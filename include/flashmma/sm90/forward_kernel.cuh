@@ -17,6 +17,8 @@
 //       transform and mask S as the policy says, online softmax (attention/score_softmax.cuh)
 //       P to 16-bit registers (the RS operand: no data movement, wgmma_layout.hpp)
 //       wait v_full; O += P V_j (wgmma RS); release V_j (v_empty)
+//     (Sm90Schedule::kOverlapSoftmax issues S_j and P_(j-1) V_(j-1) together and runs the
+//     softmax of S_j while the second computes: Consumer::run_overlapped.)
 //     O /= l, LSE; O through its own rows of the Q tile (swizzled) and a TMA store
 //
 // A slot's barriers: *_full completes when the producer's expected bytes have landed (one
@@ -210,97 +212,194 @@ struct ForwardKernel {
     return reinterpret_cast<float(&)[kRows * kColumns * 4]>(fragments);
   }
 
+  using Scores = float[1][kScoreTiles][4];
+  using Output = float[1][kOutputTiles][4];
+  using Probabilities = uint32_t[kKeySlices][ptx::sm90::kWgmmaARegisters];
+
+  // Keeps nvcc from moving accesses to these registers into (or out of) an asynchronous window.
+  static FLASHMMA_DEVICE void fence_registers(Scores& scores) {
+    ptx::sm90::wgmma_fence_operand(flat(scores));
+  }
+  static FLASHMMA_DEVICE void fence_registers(Output& output, Probabilities& probabilities) {
+    ptx::sm90::wgmma_fence_operand(flat(output));
+#pragma unroll
+    for (int s = 0; s < kKeySlices; ++s) ptx::sm90::wgmma_fence_operand(probabilities[s]);
+  }
+
+  // S = Q_c K^T over the head dim, issued as one group (the caller waits for it).
+  static FLASHMMA_DEVICE void issue_scores(Scores& scores, uint32_t q_address,
+                                           uint32_t k_address) {
+#pragma unroll
+    for (int s = 0; s < kHeadDimSlices; ++s) {
+      ptx::sm90::wgmma_ss<Element, kBlockN, ptx::sm90::Major::kK>(
+          flat(scores), Config::QTile::descriptor(q_address, s),
+          Config::KTile::descriptor(k_address, s), /*accumulate=*/s > 0);
+    }
+    ptx::sm90::wgmma_commit_group();
+  }
+
+  // O += P V over the keys, issued as one group.
+  static FLASHMMA_DEVICE void issue_output(Output& output, const Probabilities& probabilities,
+                                           uint32_t v_address) {
+#pragma unroll
+    for (int s = 0; s < kKeySlices; ++s) {
+      ptx::sm90::wgmma_rs<Element, kHeadDim, ptx::sm90::Major::kMN>(
+          flat(output), probabilities[s], Config::VTile::descriptor(v_address, s),
+          /*accumulate=*/true);
+    }
+    ptx::sm90::wgmma_commit_group();
+  }
+
+  // P as the A operand of P V: k16 slice s is score fragments 2 s and 2 s + 1
+  // (ptx::sm90::accumulator_for_a), no data movement between threads.
+  static FLASHMMA_DEVICE void pack_probabilities(const Scores& scores,
+                                                 Probabilities& probabilities) {
+#pragma unroll
+    for (int s = 0; s < kKeySlices; ++s) {
+#pragma unroll
+      for (int r = 0; r < ptx::sm90::kWgmmaARegisters; ++r) {
+        const float(&fragment)[4] = scores[0][2 * s + r / 2];
+        probabilities[s][r] = pack_pair<Element>(fragment[2 * (r % 2)], fragment[2 * (r % 2) + 1]);
+      }
+    }
+  }
+
+  // What a consumer warpgroup works with: its Q rows, its O and softmax state, the shared memory
+  // and the key range.
+  struct Consumer {
+    const Smem& smem;
+    const TileRange& key_tiles;
+    ScoreSoftmaxType score_softmax;
+    uint32_t q_address;  // this warpgroup's rows of Q: 64 rows into every sub-tile
+    int thread;          // within the warpgroup
+    Output output;
+    OnlineSoftmax row_stats[1];
+
+    FLASHMMA_DEVICE int64_t first_key(int j) const { return (key_tiles.first + j) * kBlockN; }
+    FLASHMMA_DEVICE uint32_t k_address(int j) const {
+      return ptx::smem_address(smem.k(slot_of(j)));
+    }
+    FLASHMMA_DEVICE uint32_t v_address(int j) const {
+      return ptx::smem_address(smem.v(slot_of(j)));
+    }
+    // One thread per warpgroup releases a slot, after the wgmma that read it has completed.
+    FLASHMMA_DEVICE void release_k(int j) const {
+      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.k_empty(slot_of(j)));
+    }
+    FLASHMMA_DEVICE void release_v(int j) const {
+      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.v_empty(slot_of(j)));
+    }
+    FLASHMMA_DEVICE void wait_k(int j) const {
+      ptx::sm90::mbarrier_wait_parity(smem.k_full(slot_of(j)), parity_of(j));
+    }
+    FLASHMMA_DEVICE void wait_v(int j) const {
+      ptx::sm90::mbarrier_wait_parity(smem.v_full(slot_of(j)), parity_of(j));
+    }
+
+    // S_j = Q K_j^T, waited for; K_j released.
+    FLASHMMA_DEVICE void scores(Scores& s, int j) {
+      wait_k(j);
+      fence_registers(s);
+      ptx::sm90::wgmma_fence();
+      issue_scores(s, q_address, k_address(j));
+      ptx::sm90::wgmma_wait_group<0>();
+      fence_registers(s);
+      release_k(j);
+    }
+
+    // O += P_j V_j, waited for; V_j released.
+    FLASHMMA_DEVICE void accumulate(Probabilities& p, int j) {
+      wait_v(j);
+      fence_registers(output, p);
+      ptx::sm90::wgmma_fence();
+      issue_output(output, p, v_address(j));
+      ptx::sm90::wgmma_wait_group<0>();
+      fence_registers(output, p);
+      release_v(j);
+    }
+
+    // kSequential: each tile's two products and its softmax one after the other.
+    FLASHMMA_DEVICE void run_sequential() {
+      for (int j = 0; j < key_tiles.count; ++j) {
+        Scores s;
+        scores(s, j);
+        score_softmax(s, output, row_stats, first_key(j));
+        Probabilities p;
+        pack_probabilities(s, p);
+        accumulate(p, j);
+      }
+    }
+
+    // kOverlapSoftmax: S_j = Q K_j^T and O += P_(j-1) V_(j-1) go to the tensor cores together;
+    // S_j's softmax runs while the second computes, and O is rescaled for S_j once it is done.
+    FLASHMMA_DEVICE void run_overlapped() {
+      if (key_tiles.count == 0) return;
+      Scores s;
+      Probabilities p;
+      scores(s, 0);
+      score_softmax(s, output, row_stats, first_key(0));
+      pack_probabilities(s, p);
+      for (int j = 1; j < key_tiles.count; ++j) {
+        // Both waits come first: between the fence and the wgmmas, a wait loop would make
+        // ptxas add a fence of its own (C7519). The producer loads V_(j-1) before K_j anyway.
+        wait_v(j - 1);
+        wait_k(j);
+        fence_registers(s);
+        fence_registers(output, p);
+        ptx::sm90::wgmma_fence();
+        issue_scores(s, q_address, k_address(j));
+        issue_output(output, p, v_address(j - 1));
+        ptx::sm90::wgmma_wait_group<1>();  // S_j has landed; P V may still be running
+        fence_registers(s);
+        release_k(j);
+        float correction[1][kRowsPerThread];
+        bool max_changed[1];
+        score_softmax.probabilities(s, row_stats, first_key(j), correction, max_changed);
+        ptx::sm90::wgmma_wait_group<0>();
+        fence_registers(output, p);
+        release_v(j - 1);
+        OnlineSoftmax::rescale_output(output[0], correction[0], max_changed[0]);
+        pack_probabilities(s, p);
+      }
+      accumulate(p, key_tiles.count - 1);
+    }
+  };
+
   // A consumer warpgroup: 64 query rows, from S = Q K^T to O and the LSE.
   static FLASHMMA_DEVICE void consume(const Params& params, const Smem& smem,
                                       const SequenceInfo<Element>& seq, const IndexRange& queries,
                                       const TileRange& key_tiles, int consumer) {
     const int thread = static_cast<int>(threadIdx.x) % Config::kWarpgroupThreads;
     const int warp = thread / 32;
-    const int lane = thread % 32;
     const int first_row = consumer * Config::kRowsPerWarpgroup;  // within the block's Q tile
 
-    ScoreSoftmaxType score_softmax;
-    score_softmax.policy = params.policy;
-    score_softmax.origin =
+    Consumer c{smem, key_tiles};
+    c.score_softmax.policy = params.policy;
+    c.score_softmax.origin =
         seq.coord(queries.begin + first_row + warp * ptx::sm90::kWgmmaRowsPerWarp, 0);
-    score_softmax.lengths = seq.lengths;
-    score_softmax.queries = queries;
-    score_softmax.set_scales(params.args.softmax_scale, params.args.softmax_scale_log2);
-    score_softmax.lane = lane;
-
-    float output[1][kOutputTiles][4];
-    OnlineSoftmax row_stats[1];
+    c.score_softmax.lengths = seq.lengths;
+    c.score_softmax.queries = queries;
+    c.score_softmax.set_scales(params.args.softmax_scale, params.args.softmax_scale_log2);
+    c.score_softmax.lane = thread % 32;
+    c.q_address = ptx::smem_address(smem.q()) + first_row * kSubTileRowBytes;
+    c.thread = thread;
 #pragma unroll
     for (int t = 0; t < kOutputTiles; ++t) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) output[0][t][i] = 0.f;
+      for (int i = 0; i < 4; ++i) c.output[0][t][i] = 0.f;
     }
-    row_stats[0].init();
+    c.row_stats[0].init();
 
-    // This warpgroup's rows of Q: 64 rows into every sub-tile of BlockM rows (1024-aligned).
-    const uint32_t q_address =
-        ptx::smem_address(smem.q()) + first_row * kSubTileRowBytes;
     ptx::sm90::mbarrier_wait_parity(smem.q_full(), 0);
-
-    for (int j = 0; j < key_tiles.count; ++j) {
-      const int slot = slot_of(j);
-      const uint32_t parity = parity_of(j);
-      const int64_t first_key = (key_tiles.first + j) * kBlockN;
-
-      float scores[1][kScoreTiles][4];
-      const uint32_t k_address = ptx::smem_address(smem.k(slot));
-      ptx::sm90::mbarrier_wait_parity(smem.k_full(slot), parity);
-      ptx::sm90::wgmma_fence_operand(flat(scores));
-      ptx::sm90::wgmma_fence();
-#pragma unroll
-      for (int s = 0; s < kHeadDimSlices; ++s) {
-        ptx::sm90::wgmma_ss<Element, kBlockN, ptx::sm90::Major::kK>(
-            flat(scores), Config::QTile::descriptor(q_address, s),
-            Config::KTile::descriptor(k_address, s), /*accumulate=*/s > 0);
-      }
-      ptx::sm90::wgmma_commit_group();
-      ptx::sm90::wgmma_wait_group<0>();
-      ptx::sm90::wgmma_fence_operand(flat(scores));
-      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.k_empty(slot));
-
-      score_softmax(scores, output, row_stats, first_key);
-
-      // P as the A operand of P V: k16 slice s is score fragments 2 s and 2 s + 1
-      // (ptx::sm90::accumulator_for_a).
-      uint32_t probabilities[kKeySlices][ptx::sm90::kWgmmaARegisters];
-#pragma unroll
-      for (int s = 0; s < kKeySlices; ++s) {
-#pragma unroll
-        for (int r = 0; r < ptx::sm90::kWgmmaARegisters; ++r) {
-          const float(&fragment)[4] = scores[0][2 * s + r / 2];
-          probabilities[s][r] =
-              pack_pair<Element>(fragment[2 * (r % 2)], fragment[2 * (r % 2) + 1]);
-        }
-      }
-
-      const uint32_t v_address = ptx::smem_address(smem.v(slot));
-      ptx::sm90::mbarrier_wait_parity(smem.v_full(slot), parity);
-      ptx::sm90::wgmma_fence_operand(flat(output));
-#pragma unroll
-      for (int s = 0; s < kKeySlices; ++s) ptx::sm90::wgmma_fence_operand(probabilities[s]);
-      ptx::sm90::wgmma_fence();
-#pragma unroll
-      for (int s = 0; s < kKeySlices; ++s) {
-        ptx::sm90::wgmma_rs<Element, kHeadDim, ptx::sm90::Major::kMN>(
-            flat(output), probabilities[s], Config::VTile::descriptor(v_address, s),
-            /*accumulate=*/true);
-      }
-      ptx::sm90::wgmma_commit_group();
-      ptx::sm90::wgmma_wait_group<0>();
-      ptx::sm90::wgmma_fence_operand(flat(output));
-#pragma unroll
-      for (int s = 0; s < kKeySlices; ++s) ptx::sm90::wgmma_fence_operand(probabilities[s]);
-      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.v_empty(slot));
+    if constexpr (Config::kOverlapSoftmax) {
+      c.run_overlapped();
+    } else {
+      c.run_sequential();
     }
 
     float lse[1][kRowsPerThread];
-    row_stats[0].finalize(output[0], score_softmax.lse_scale(), lse[0]);
-    write_output(params, smem, seq, queries, consumer, thread, output, lse);
+    c.row_stats[0].finalize(c.output[0], c.score_softmax.lse_scale(), lse[0]);
+    write_output(params, smem, seq, queries, consumer, thread, c.output, lse);
   }
 
   // O through this warpgroup's rows of the Q tile (every wgmma that read them has completed)

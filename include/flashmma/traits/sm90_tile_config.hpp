@@ -5,7 +5,7 @@
 //   flashmma::forward<MyConfig>(params, stream);
 //
 // (optional after BlockN: Stages = 2, ConsumerWarpgroups = 2, ProducerRegisters = 24,
-//  ConsumerRegisters = 240)
+//  ConsumerRegisters = 240, Schedule = Sm90Schedule::kOverlapSoftmax)
 //
 // A block is one producer warpgroup and ConsumerWarpgroups consumer warpgroups. The producer
 // (one elected thread) loads the Q tile once and streams K and V tiles of BlockN keys through a
@@ -18,6 +18,11 @@
 // reads, cut along the head dim into sub-tiles of 64 elements: the head dim is padded to a
 // multiple of 64 in shared memory (TMA fills the padding with zeros), so HeadDim 96 computes as
 // 128.
+//
+// Schedule is the order of a consumer warpgroup's work per K/V tile. kSequential: S = Q K^T, wait,
+// softmax, O += P V, wait. kOverlapSoftmax: S_j = Q K_j^T and O += P_(j-1) V_(j-1) are issued
+// together, and the softmax of S_j runs while the tensor cores compute P_(j-1) V_(j-1); O is
+// rescaled once that product has landed. Same arithmetic, same results.
 #pragma once
 
 #include <cstddef>
@@ -37,8 +42,11 @@ inline constexpr int kSm90MaxSmemBytes = 227 * 1024;  // per block, opt-in, on s
 inline constexpr int kSm90RegistersPerSm = 65536;
 inline constexpr int kSm90SubTileElements = 64;       // 128 bytes of 16-bit elements: a swizzle row
 
+enum class Sm90Schedule : int { kSequential, kOverlapSoftmax };
+
 template <class Element, int HeadDim, int BlockN, int Stages = 2, int ConsumerWarpgroups = 2,
-          int ProducerRegisters = 24, int ConsumerRegisters = 240>
+          int ProducerRegisters = 24, int ConsumerRegisters = 240,
+          Sm90Schedule Schedule = Sm90Schedule::kOverlapSoftmax>
 struct Sm90TileConfig {
   static_assert(IsSupportedElement<Element>::value,
                 "Element must be __half or __nv_bfloat16");
@@ -71,6 +79,8 @@ struct Sm90TileConfig {
   static constexpr int kWarpgroupThreads = ptx::sm90::kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads * (1 + ConsumerWarpgroups);
   static constexpr int kMinBlocksPerSm = 1;  // setmaxnreg needs both launch bounds
+  static constexpr Sm90Schedule kSchedule = Schedule;
+  static constexpr bool kOverlapSoftmax = Schedule == Sm90Schedule::kOverlapSoftmax;
   static constexpr int kProducerRegisters = ProducerRegisters;
   static constexpr int kConsumerRegisters = ConsumerRegisters;
   // What each thread starts with: __launch_bounds__(kThreads, 1) divides the register file,
@@ -122,8 +132,8 @@ struct Sm90TileConfig {
 // True for any instantiation of Sm90TileConfig.
 template <class T>
 struct IsSm90TileConfig : std::false_type {};
-template <class E, int D, int N, int S, int C, int P, int R>
-struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R>> : std::true_type {};
+template <class E, int D, int N, int S, int C, int P, int R, Sm90Schedule K>
+struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R, K>> : std::true_type {};
 
 // Every config forward<Config> accepts: the portable TileConfig and the Hopper one.
 template <class T>
