@@ -67,16 +67,18 @@ using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
                                TileShape<256, 64, 32, 4, 2, kSwizzle, 2>>;
 
 // A tile of the Hopper kernel (Sm90TileConfig): "sm90_d128_n128_s2_c2" is HeadDim, BlockN, Stages
-// and consumer warpgroups; "_r32x240" follows when the register split is not 24/240, and "_seq"
-// for the sequential schedule. These entries run on a compute capability 9.0 GPU from a binary
+// and consumer warpgroups; "_r32x240" follows when the register split is not 24/240, "_seq" for
+// the sequential schedule and "_pp" for ping-pong. These entries run on a compute capability 9.0 GPU from a binary
 // with sm_90a code only; elsewhere the call returns kUnsupportedDevice.
 template <int HeadDim, int BlockN, int Stages, int Consumers, int ProducerRegisters = 24,
           int ConsumerRegisters = 240,
-          flashmma::Sm90Schedule Schedule = flashmma::Sm90Schedule::kOverlapSoftmax>
+          flashmma::Sm90Schedule Schedule = flashmma::Sm90Schedule::kOverlapSoftmax,
+          bool PingPong = false>
 struct Sm90Shape {
   template <class Element>
   using Config = flashmma::Sm90TileConfig<Element, HeadDim, BlockN, Stages, Consumers,
-                                          ProducerRegisters, ConsumerRegisters, Schedule>;
+                                          ProducerRegisters, ConsumerRegisters, Schedule,
+                                          PingPong>;
 
   static std::string name() {
     return "sm90_d" + std::to_string(HeadDim) + "_n" + std::to_string(BlockN) + "_s" +
@@ -85,16 +87,18 @@ struct Sm90Shape {
                 ? "_r" + std::to_string(ProducerRegisters) + "x" +
                       std::to_string(ConsumerRegisters)
                 : std::string()) +
-           (Schedule == flashmma::Sm90Schedule::kSequential ? "_seq" : "");
+           (Schedule == flashmma::Sm90Schedule::kSequential ? "_seq" : "") +
+           (PingPong ? "_pp" : "");
   }
 };
 
 // The Hopper tiles: 128 keys at d = 64 and 128, FlashAttention-3's 176 at d = 128 and 80 at
-// d = 256, and d = 128 on the sequential schedule (what the overlap gains).
+// d = 256; and at d = 128, the sequential schedule and ping-pong (what each of the two gains).
 using Sm90Shapes =
     std::tuple<Sm90Shape<64, 128, 2, 2>, Sm90Shape<128, 128, 2, 2>, Sm90Shape<128, 176, 2, 2>,
                Sm90Shape<256, 80, 2, 2>,
-               Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kSequential>>;
+               Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kSequential>,
+               Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kOverlapSoftmax, true>>;
 
 // ALiBi as a score policy, for the comparison of the built-in ALiBi (params.alibi_slopes through
 // the default dispatch) with the same bias as a policy type: the library's AlibiBias, or a user's

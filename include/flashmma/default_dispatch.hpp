@@ -161,7 +161,8 @@ std::string describe_config() {
        << Config::kBlockN << ", " << Config::kStages << " stages, "
        << Config::kConsumerWarpgroups << " consumer warpgroups, registers "
        << Config::kProducerRegisters << "/" << Config::kConsumerRegisters << ", "
-       << (Config::kOverlapSoftmax ? "softmax overlapped" : "sequential") << ", "
+       << (Config::kOverlapSoftmax ? "softmax overlapped" : "sequential")
+       << (Config::kPingPong ? ", ping-pong" : "") << ", "
        << Config::arch_tag::kName << ">";
   } else {
     os << "TileConfig<" << ElementTraits<typename Config::element_type>::kName << ", HeadDim "

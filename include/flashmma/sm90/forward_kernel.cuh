@@ -116,6 +116,11 @@ struct ForwardKernel {
     }
   };
 
+  // Named barriers (ptx/sm90/named_barrier.cuh; 0 is __syncthreads'): consumer c stages its O
+  // behind kEpilogue + c, and with ping-pong waits for its turn at kTurn + c.
+  enum class Barrier : uint32_t { kEpilogue = 1, kTurn = 1 + 3 };
+  static constexpr uint32_t kTwoWarpgroups = 2 * ptx::sm90::kWarpgroupThreads;
+
   // The slot and round of the j-th visited K/V tile.
   static FLASHMMA_DEVICE int slot_of(int j) { return j % Config::kStages; }
   static FLASHMMA_DEVICE uint32_t parity_of(int j) {
@@ -272,6 +277,7 @@ struct ForwardKernel {
     ScoreSoftmaxType score_softmax;
     uint32_t q_address;  // this warpgroup's rows of Q: 64 rows into every sub-tile
     int thread;          // within the warpgroup
+    int consumer;        // which consumer warpgroup
     Output output;
     OnlineSoftmax row_stats[1];
 
@@ -296,12 +302,38 @@ struct ForwardKernel {
       ptx::sm90::mbarrier_wait_parity(smem.v_full(slot_of(j)), parity_of(j));
     }
 
+    // With ping-pong, every issue of products is one turn: wait for ours, then hand the tensor
+    // cores to the other warpgroup. Both warpgroups take the same number of turns (they share the
+    // key range); consumer 1 grants consumer 0 the first.
+    FLASHMMA_DEVICE void begin_turn() const {
+      if constexpr (Config::kPingPong) {
+        ptx::sm90::named_barrier_sync(static_cast<uint32_t>(Barrier::kTurn) + consumer,
+                                      kTwoWarpgroups);
+      }
+    }
+    FLASHMMA_DEVICE void end_turn() const {
+      if constexpr (Config::kPingPong) {
+        ptx::sm90::named_barrier_arrive(static_cast<uint32_t>(Barrier::kTurn) + (1 - consumer),
+                                        kTwoWarpgroups);
+      }
+    }
+    FLASHMMA_DEVICE void grant_first_turn() const {
+      if constexpr (Config::kPingPong) {
+        if (consumer == 1) {
+          ptx::sm90::named_barrier_arrive(static_cast<uint32_t>(Barrier::kTurn),
+                                          kTwoWarpgroups);
+        }
+      }
+    }
+
     // S_j = Q K_j^T, waited for; K_j released.
     FLASHMMA_DEVICE void scores(Scores& s, int j) {
       wait_k(j);
       fence_registers(s);
+      begin_turn();
       ptx::sm90::wgmma_fence();
       issue_scores(s, q_address, k_address(j));
+      end_turn();
       ptx::sm90::wgmma_wait_group<0>();
       fence_registers(s);
       release_k(j);
@@ -311,8 +343,10 @@ struct ForwardKernel {
     FLASHMMA_DEVICE void accumulate(Probabilities& p, int j) {
       wait_v(j);
       fence_registers(output, p);
+      begin_turn();
       ptx::sm90::wgmma_fence();
       issue_output(output, p, v_address(j));
+      end_turn();
       ptx::sm90::wgmma_wait_group<0>();
       fence_registers(output, p);
       release_v(j);
@@ -346,9 +380,11 @@ struct ForwardKernel {
         wait_k(j);
         fence_registers(s);
         fence_registers(output, p);
+        begin_turn();
         ptx::sm90::wgmma_fence();
         issue_scores(s, q_address, k_address(j));
         issue_output(output, p, v_address(j - 1));
+        end_turn();
         ptx::sm90::wgmma_wait_group<1>();  // S_j has landed; P V may still be running
         fence_registers(s);
         release_k(j);
@@ -390,7 +426,9 @@ struct ForwardKernel {
     }
     c.row_stats[0].init();
 
+    c.consumer = consumer;
     ptx::sm90::mbarrier_wait_parity(smem.q_full(), 0);
+    c.grant_first_turn();
     if constexpr (Config::kOverlapSoftmax) {
       c.run_overlapped();
     } else {
@@ -422,7 +460,8 @@ struct ForwardKernel {
       }
     }
     ptx::sm90::fence_proxy_async_shared();
-    ptx::sm90::named_barrier_sync(1 + consumer, Config::kWarpgroupThreads);
+    ptx::sm90::named_barrier_sync(static_cast<uint32_t>(Barrier::kEpilogue) + consumer,
+                                  Config::kWarpgroupThreads);
     const int64_t store_row = queries.begin + first_row;
     if (thread == 0 && store_row < seq.lengths.seqlen_q) {
 #pragma unroll

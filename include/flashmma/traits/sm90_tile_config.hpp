@@ -5,7 +5,7 @@
 //   flashmma::forward<MyConfig>(params, stream);
 //
 // (optional after BlockN: Stages = 2, ConsumerWarpgroups = 2, ProducerRegisters = 24,
-//  ConsumerRegisters = 240, Schedule = Sm90Schedule::kOverlapSoftmax)
+//  ConsumerRegisters = 240, Schedule = Sm90Schedule::kOverlapSoftmax, PingPong = false)
 //
 // A block is one producer warpgroup and ConsumerWarpgroups consumer warpgroups. The producer
 // (one elected thread) loads the Q tile once and streams K and V tiles of BlockN keys through a
@@ -23,6 +23,10 @@
 // softmax, O += P V, wait. kOverlapSoftmax: S_j = Q K_j^T and O += P_(j-1) V_(j-1) are issued
 // together, and the softmax of S_j runs while the tensor cores compute P_(j-1) V_(j-1); O is
 // rescaled once that product has landed. Same arithmetic, same results.
+//
+// PingPong (two consumer warpgroups only): the warpgroups take turns issuing their products,
+// through two named barriers, so that one's softmax runs while the other's products run instead
+// of both contending for the tensor cores and then both idling them.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +50,7 @@ enum class Sm90Schedule : int { kSequential, kOverlapSoftmax };
 
 template <class Element, int HeadDim, int BlockN, int Stages = 2, int ConsumerWarpgroups = 2,
           int ProducerRegisters = 24, int ConsumerRegisters = 240,
-          Sm90Schedule Schedule = Sm90Schedule::kOverlapSoftmax>
+          Sm90Schedule Schedule = Sm90Schedule::kOverlapSoftmax, bool PingPong = false>
 struct Sm90TileConfig {
   static_assert(IsSupportedElement<Element>::value,
                 "Element must be __half or __nv_bfloat16");
@@ -62,6 +66,8 @@ struct Sm90TileConfig {
                 "ProducerRegisters must be a multiple of 8 from 24 to 256 (setmaxnreg)");
   static_assert(ConsumerRegisters >= 24 && ConsumerRegisters <= 256 && ConsumerRegisters % 8 == 0,
                 "ConsumerRegisters must be a multiple of 8 from 24 to 256 (setmaxnreg)");
+  static_assert(!PingPong || ConsumerWarpgroups == 2,
+                "PingPong alternates two consumer warpgroups: set ConsumerWarpgroups to 2");
 
   using element_type = Element;
   using arch_tag = arch::Sm90a;
@@ -81,6 +87,7 @@ struct Sm90TileConfig {
   static constexpr int kMinBlocksPerSm = 1;  // setmaxnreg needs both launch bounds
   static constexpr Sm90Schedule kSchedule = Schedule;
   static constexpr bool kOverlapSoftmax = Schedule == Sm90Schedule::kOverlapSoftmax;
+  static constexpr bool kPingPong = PingPong;
   static constexpr int kProducerRegisters = ProducerRegisters;
   static constexpr int kConsumerRegisters = ConsumerRegisters;
   // What each thread starts with: __launch_bounds__(kThreads, 1) divides the register file,
@@ -132,8 +139,8 @@ struct Sm90TileConfig {
 // True for any instantiation of Sm90TileConfig.
 template <class T>
 struct IsSm90TileConfig : std::false_type {};
-template <class E, int D, int N, int S, int C, int P, int R, Sm90Schedule K>
-struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R, K>> : std::true_type {};
+template <class E, int D, int N, int S, int C, int P, int R, Sm90Schedule K, bool G>
+struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R, K, G>> : std::true_type {};
 
 // Every config forward<Config> accepts: the portable TileConfig and the Hopper one.
 template <class T>
