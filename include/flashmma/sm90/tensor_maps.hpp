@@ -20,13 +20,14 @@ namespace flashmma {
 namespace sm90 {
 namespace detail {
 
-// One tensor's map. A stride must be positive for TMA; that of a dimension of size 1 is never
-// stepped, so a valid value stands in for it there.
-inline Status encode_forward_map(const char* name, const void* data, ScalarType dtype,
-                                 int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
-                                 const TensorStrides& strides, uint32_t box_rows,
-                                 CUtensorMap* map) {
-  ptx::sm90::TensorTile tile;
+// One tensor's tile description: dims {head_dim, rows, heads, batch} through `strides`, boxes of
+// 64 columns by `box_rows` rows, 128B swizzle. A stride must be positive for TMA; that of a
+// dimension of size 1 is never stepped, so a valid value stands in for it there.
+inline Status forward_tensor_tile(const char* name, const void* data, ScalarType dtype,
+                                  int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
+                                  const TensorStrides& strides, uint32_t box_rows,
+                                  ptx::sm90::TensorTile& tile) {
+  tile = ptx::sm90::TensorTile{};
   tile.data_type = dtype == ScalarType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   tile.rank = 4;
@@ -54,6 +55,18 @@ inline Status encode_forward_map(const char* name, const void* data, ScalarType 
   tile.box[2] = 1;
   tile.box[3] = 1;
   tile.swizzle = ptx::sm90::Swizzle::k128B;
+  return Status::success();
+}
+
+inline Status encode_forward_map(const char* name, const void* data, ScalarType dtype,
+                                 int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
+                                 const TensorStrides& strides, uint32_t box_rows,
+                                 CUtensorMap* map) {
+  ptx::sm90::TensorTile tile;
+  if (Status s = forward_tensor_tile(name, data, dtype, head_dim, rows, heads, batch, strides,
+                                     box_rows, tile);
+      !s)
+    return s;
   if (Status s = ptx::sm90::encode_tensor_map(tile, map); !s) {
     return Status::error(s.code(), std::string(name) + ": " + s.message());
   }
