@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "flashmma/params.hpp"
@@ -75,6 +76,7 @@ template <int HeadDim, int BlockN, int Stages, int Consumers, int ProducerRegist
           flashmma::Sm90Schedule Schedule = flashmma::Sm90Schedule::kOverlapSoftmax,
           bool PingPong = false>
 struct Sm90Shape {
+  static constexpr int kHeadDim = HeadDim;
   template <class Element>
   using Config = flashmma::Sm90TileConfig<Element, HeadDim, BlockN, Stages, Consumers,
                                           ProducerRegisters, ConsumerRegisters, Schedule,
@@ -128,6 +130,20 @@ inline constexpr std::size_t kDefaultCount = std::size(flashmma::kSupportedHeadD
 inline constexpr std::size_t kNamedCount = std::tuple_size_v<NamedShapes>;
 inline constexpr std::size_t kAlibiPolicyCount = std::tuple_size_v<AlibiPolicyEntries>;
 inline constexpr std::size_t kSm90Count = std::tuple_size_v<Sm90Shapes>;
+
+// The names of the Hopper tiles of one head dim, in Sm90Shapes' order.
+template <std::size_t... Indices>
+std::vector<std::string> sm90_shape_names(int head_dim, std::index_sequence<Indices...>) {
+  std::vector<std::string> names;
+  ((std::tuple_element_t<Indices, Sm90Shapes>::kHeadDim == head_dim
+        ? names.push_back(std::tuple_element_t<Indices, Sm90Shapes>::name())
+        : void()),
+   ...);
+  return names;
+}
+inline std::vector<std::string> sm90_shape_names(int head_dim) {
+  return sm90_shape_names(head_dim, std::make_index_sequence<kSm90Count>{});
+}
 // Entries per element type: one default per supported head dim, the named shapes, the ALiBi
 // policies, then the Hopper tiles.
 inline constexpr std::size_t kEntryCount =

@@ -284,7 +284,10 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
                     row: a causal sliding window (4096, 0) at N = 16384, B = 1, d in {128,64};
                     ALiBi at d = 128, N in {4k,16k}, B*N = 16384, causal and not, through the
                     default dispatch, alibi-policy and alibi-user; softcap 50 at d = 128,
-                    N = 4096, B = 4, causal and not
+                    N = 4096, B = 4, causal and not; sm90: d in {64,128,256}, N in
+                    {1k,4k,8k,16k}, B*N = 16384, H*d = 2048, causal and not, each row on the
+                    default and on every Hopper tile of its head dim (sm90_*, compute
+                    capability 9.0 and a binary with sm_90a code only)
   --shapes SPEC     instead of a preset: shapes separated by ';', each a list of key=value
                     separated by ',': b, h (query heads), hkv, sq, sk, n (sq = sk = n), d,
                     causal (0 or 1; else --mask applies), wl and wr (sliding window sides,
@@ -467,6 +470,33 @@ std::vector<Shape> variant_shapes() {
   return shapes;
 }
 
+// The Hopper preset: the standard sweep's head dims at N in {1k, 4k, 8k, 16k}, causal and not,
+// each row on the default (the portable kernel) and then on every Hopper tile of its head dim.
+std::vector<Shape> sm90_shapes() {
+  constexpr int64_t kTokens = 16384;     // B * N
+  constexpr int64_t kModelWidth = 2048;  // H * d
+  std::vector<Shape> shapes;
+  for (int64_t d : {64, 128, 256}) {
+    for (int causal : {0, 1}) {
+      for (int64_t n : {1024, 4096, 8192, 16384}) {
+        Shape shape;
+        shape.batch = kTokens / n;
+        shape.heads_q = kModelWidth / d;
+        shape.seqlen_q = shape.seqlen_k = n;
+        shape.head_dim = d;
+        shape.causal = causal;
+        shape.config = kDefaultName;
+        shapes.push_back(shape);
+        for (const std::string& config : sm90_shape_names(static_cast<int>(d))) {
+          shape.config = config;
+          shapes.push_back(shape);
+        }
+      }
+    }
+  }
+  return shapes;
+}
+
 std::vector<Shape> preset_shapes(const std::string& name) {
   std::vector<Shape> shapes;
   if (name == "fa2") {
@@ -497,8 +527,10 @@ std::vector<Shape> preset_shapes(const std::string& name) {
     }
   } else if (name == "variants") {
     shapes = variant_shapes();
+  } else if (name == "sm90") {
+    shapes = sm90_shapes();
   } else {
-    throw UsageError("unknown preset '" + name + "' (known: fa2, decode, variants)");
+    throw UsageError("unknown preset '" + name + "' (known: fa2, decode, variants, sm90)");
   }
   return shapes;
 }
