@@ -16,6 +16,8 @@
 //                           longest-processing-time-first order). The blocks that start last are
 //                           the shortest and fill the tail of the grid, and the blocks running
 //                           together read the K/V of one group, which L2 holds.
+//   SplitScheduler          split-KV: several blocks per query tile, each a part of its keys
+//                           (attention/split_kv.hpp); the split index fastest.
 //
 // Blocks start roughly in the order of their linear index (x fastest).
 #pragma once
@@ -138,6 +140,34 @@ struct HeaviestFirstScheduler {
         blockIdx.x + static_cast<int64_t>(gridDim.x) *
                          (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
     return detail::causal_block_coord(linear, gridDim.x, gridDim.y, gridDim.z, params.groups);
+  }
+#endif
+};
+
+// Split-KV (attention/split_kv.hpp): block x of the grid is split x % splits of query tile
+// x / splits, so that the splits of one tile, which read the same Q rows, start together; y and z
+// are head and batch as in the plain order.
+struct SplitScheduler {
+  static constexpr const char* kName = "SplitScheduler";
+  struct Params {
+    unsigned splits;
+  };
+
+  static Params make_params(const SchedulerInputs&, int splits) {
+    return {static_cast<unsigned>(splits)};
+  }
+  static GridShape grid(const SchedulerInputs& in, int splits) {
+    return {static_cast<unsigned>(in.m_blocks * splits), static_cast<unsigned>(in.heads),
+            static_cast<unsigned>(in.batch)};
+  }
+  // The work tile of block (x, y, z): the same arithmetic on host (tests) and device.
+  static FLASHMMA_HOST_DEVICE WorkTile work_tile_of(const Params& params, unsigned x, unsigned y,
+                                                    unsigned z) {
+    return {x / params.splits, y, z, x % params.splits};
+  }
+#if defined(__CUDACC__)
+  static FLASHMMA_DEVICE WorkTile work_tile(const Params& params) {
+    return work_tile_of(params, blockIdx.x, blockIdx.y, blockIdx.z);
   }
 #endif
 };

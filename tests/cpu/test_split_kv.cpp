@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// Split-KV's arithmetic (attention/split_kv.hpp, SplitScheduler): the parts of a key range
+// partition it, the split count follows the occupancy rule, the workspace layout holds every
+// partial once, and the split grid names every (query tile, split) once.
+#include "support/catch.hpp"
+
+#include <flashmma/attention/scheduler.hpp>
+#include <flashmma/attention/split_kv.hpp>
+
+#include <cstdint>
+#include <set>
+#include <tuple>
+#include <vector>
+
+using flashmma::SplitInputs;
+using flashmma::TileRange;
+
+TEST_CASE("split_key_tiles partitions a key range into consecutive parts", "[split_kv]") {
+  for (const TileRange all : {TileRange{0, 1}, TileRange{3, 10}, TileRange{5, 128},
+                              TileRange{0, 1000}, TileRange{7, 0}}) {
+    for (unsigned splits : {1u, 2u, 3u, 7u, 16u, 128u}) {
+      CAPTURE(all.first, all.count, splits);
+      int64_t next = all.first;
+      int longest = 0;
+      int shortest_nonempty = all.count;
+      for (unsigned s = 0; s < splits; ++s) {
+        const TileRange part = flashmma::split_key_tiles(all, s, splits);
+        REQUIRE(part.count >= 0);
+        if (part.count > 0) {
+          CHECK(part.first == next);  // consecutive, in order, no overlap
+          next += part.count;
+          longest = std::max(longest, part.count);
+          shortest_nonempty = std::min(shortest_nonempty, part.count);
+        }
+      }
+      CHECK(next == all.first + all.count);  // every tile covered
+      // Every part but the last non-empty one has ceil(count / splits) tiles.
+      CHECK(longest == (all.count + static_cast<int>(splits) - 1) / static_cast<int>(splits));
+    }
+  }
+}
+
+TEST_CASE("choose_split_count: splits only grids that leave the GPU idle", "[split_kv]") {
+  const int64_t concurrent = 132 * 2;  // an H200 with two blocks per SM
+  // Prefill-sized grids: never split.
+  CHECK(flashmma::choose_split_count({16 * 32 * 8, 64, concurrent}) == 1);
+  CHECK(flashmma::choose_split_count({concurrent * 4 / 5, 1000, concurrent}) == 1);
+  // Nothing to split.
+  CHECK(flashmma::choose_split_count({1, 1, concurrent}) == 1);
+  CHECK(flashmma::choose_split_count({0, 100, concurrent}) == 1);
+  // Decoding, one query tile per (batch, head): 8 sequences x 32 heads = 256 blocks, 97% of a
+  // wave already: no split.
+  CHECK(flashmma::choose_split_count({256, 128, concurrent}) == 1);
+  // 1 x 8 heads over a 128k cache (1024 tiles of 128 keys): 8 blocks. Splits fill the GPU once:
+  // 33 splits would be 264 blocks; the smallest count within 85% of that efficiency is taken.
+  const int one_sequence = flashmma::choose_split_count({8, 1024, concurrent});
+  CHECK(one_sequence >= 29);
+  CHECK(one_sequence <= 33);
+  CHECK(8 * one_sequence <= concurrent);
+  // Never more splits than key tiles, nor than kMaxSplits.
+  CHECK(flashmma::choose_split_count({1, 3, concurrent}) == 3);
+  // One block on a huge GPU: every count up to the cap has efficiency s / 100000, and the
+  // smallest within 85% of 128's is 109.
+  CHECK(flashmma::choose_split_count({1, 100000, 100000}) == 109);
+  // The rule, checked over a range of grids: the result is at least 1 and at most the cap, and
+  // no smaller count reaches 85% of the best wave efficiency.
+  const auto efficiency = [&](int64_t work, int64_t s) {
+    const int64_t blocks = work * s;
+    const int64_t waves = (blocks + concurrent - 1) / concurrent;
+    return static_cast<double>(blocks) / static_cast<double>(waves * concurrent);
+  };
+  for (int64_t work = 1; work < concurrent; work += 7) {
+    for (int64_t tiles : {2, 9, 64, 1024}) {
+      CAPTURE(work, tiles);
+      const int s = flashmma::choose_split_count({work, tiles, concurrent});
+      REQUIRE(s >= 1);
+      REQUIRE(s <= tiles);
+      const int64_t cap = std::min<int64_t>(
+          std::min<int64_t>(tiles, flashmma::kMaxSplits), (concurrent + work - 1) / work);
+      double best = 0;
+      for (int64_t c = 1; c <= cap; ++c) best = std::max(best, efficiency(work, c));
+      if (work * 5 < concurrent * 4) {
+        CHECK(efficiency(work, s) >= 0.85 * best);
+        for (int64_t c = 1; c < s; ++c) CHECK(efficiency(work, c) < 0.85 * best);
+      }
+    }
+  }
+}
+
+TEST_CASE("split_workspace: one partial O row and one LSE per (split, row)", "[split_kv]") {
+  const flashmma::SplitWorkspace none = flashmma::split_workspace(1, 2, 8, 1, 128);
+  CHECK(none.bytes == 0);
+
+  const flashmma::SplitWorkspace w = flashmma::split_workspace(5, 3, 4, 7, 96);
+  CHECK(w.rows == 3 * 4 * 7);
+  CHECK(w.o_offset == 0);
+  CHECK(w.lse_offset % flashmma::kWorkspaceAlignment == 0);
+  CHECK(w.lse_offset >= 5u * 84u * 96u * sizeof(float));
+  CHECK(w.bytes == w.lse_offset + 5u * 84u * sizeof(float));
+  // Indices are distinct and inside their arrays.
+  std::set<int64_t> o_seen;
+  std::set<int64_t> lse_seen;
+  for (int64_t s = 0; s < 5; ++s) {
+    for (int64_t row = 0; row < w.rows; ++row) {
+      lse_seen.insert(w.lse_index(s, row));
+      for (int64_t c : {int64_t{0}, int64_t{95}}) o_seen.insert(w.o_index(s, row, c));
+    }
+  }
+  CHECK(lse_seen.size() == 5u * 84u);
+  CHECK(*lse_seen.rbegin() == 5 * 84 - 1);
+  CHECK(o_seen.size() == 2u * 5u * 84u);
+  CHECK(*o_seen.rbegin() == 5 * 84 * 96 - 1);
+}
+
+TEST_CASE("SplitScheduler: every (query tile, split, head, batch) once", "[split_kv]") {
+  flashmma::SchedulerInputs in{};
+  in.m_blocks = 3;
+  in.heads = 2;
+  in.batch = 2;
+  const int splits = 5;
+  const flashmma::GridShape grid = flashmma::SplitScheduler::grid(in, splits);
+  CHECK(grid.x == 15u);
+  CHECK(grid.y == 2u);
+  CHECK(grid.z == 2u);
+  const flashmma::SplitScheduler::Params params = flashmma::SplitScheduler::make_params(in, splits);
+  std::set<std::tuple<unsigned, unsigned, unsigned, unsigned>> seen;
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        const flashmma::WorkTile t = flashmma::SplitScheduler::work_tile_of(params, x, y, z);
+        CHECK(t.m_block < 3u);
+        CHECK(t.split < 5u);
+        seen.insert({t.m_block, t.split, t.head, t.batch});
+      }
+    }
+  }
+  CHECK(seen.size() == 3u * 5u * 2u * 2u);
+  // The splits of a query tile are neighbours in x.
+  CHECK(flashmma::SplitScheduler::work_tile_of(params, 5, 0, 0).m_block == 1u);
+  CHECK(flashmma::SplitScheduler::work_tile_of(params, 5, 0, 0).split == 0u);
+  CHECK(flashmma::SplitScheduler::work_tile_of(params, 9, 0, 0).split == 4u);
+}
