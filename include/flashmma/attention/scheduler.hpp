@@ -59,6 +59,7 @@ struct SchedulerInputs {
 
 struct PlainScheduler {
   static constexpr const char* kName = "PlainScheduler";  // in kernel descriptions
+  static constexpr bool kSplitsKeys = false;  // a block covers every key of its query tile
   struct Params {};
 
   static Params make_params(const SchedulerInputs&) { return {}; }
@@ -123,6 +124,7 @@ FLASHMMA_HOST_DEVICE WorkTile causal_block_coord(int64_t linear, int64_t m_block
 
 struct HeaviestFirstScheduler {
   static constexpr const char* kName = "HeaviestFirstScheduler";
+  static constexpr bool kSplitsKeys = false;
   struct Params {
     int64_t groups;  // (head, batch) pair groups, detail::causal_group_count
   };
@@ -149,6 +151,7 @@ struct HeaviestFirstScheduler {
 // are head and batch as in the plain order.
 struct SplitScheduler {
   static constexpr const char* kName = "SplitScheduler";
+  static constexpr bool kSplitsKeys = true;  // a block covers its split's part of the keys
   struct Params {
     unsigned splits;
   };

@@ -25,6 +25,9 @@ struct SequenceInfo {
   const Element* k;
   const Element* v;
   Element* o;
+  // Row 0 of this (batch, head) among all rows of the call, (batch * heads_q + head) *
+  // seqlen_q: the index of row-indexed outputs (the LSE, split-KV's partials).
+  int64_t row_index;
   float* lse;  // nullptr when the LSE is not written; else contiguous over the rows
   int64_t q_row_stride;
   int64_t k_row_stride;
@@ -40,6 +43,9 @@ struct SequenceInfo {
         k(args.k + batch * args.k_strides.batch + kv_head * args.k_strides.head),
         v(args.v + batch * args.v_strides.batch + kv_head * args.v_strides.head),
         o(args.o + batch * args.o_strides.batch + head * args.o_strides.head),
+        row_index((batch * args.heads_q + head) * args.seqlen_q),
+        // row_index again, formed only where the LSE is written: formed unconditionally it
+        // changed the register allocation (and the spills) of the d = 128 kernels.
         lse(args.lse == nullptr ? nullptr
                                 : args.lse + (batch * args.heads_q + head) * args.seqlen_q),
         q_row_stride(args.q_strides.row),

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/attention/key_range.hpp"
 #include "flashmma/macros.hpp"
@@ -108,5 +109,18 @@ FLASHMMA_HOST_DEVICE SplitWorkspace split_workspace(int64_t splits, int64_t batc
   w.bytes = w.lse_offset + static_cast<std::size_t>(splits * w.rows) * sizeof(float);
   return w;
 }
+
+// Where a split launch's kernel writes its partials (workspace + layout offsets), and the
+// empty stand-in of kernels that write O directly.
+struct SplitOutput {
+  float* partial_o;
+  float* partial_lse;
+  SplitWorkspace layout;
+};
+struct NoSplitOutput {};
+
+template <class Scheduler>
+using SplitOutputFor =
+    std::conditional_t<Scheduler::kSplitsKeys, SplitOutput, NoSplitOutput>;
 
 }  // namespace flashmma

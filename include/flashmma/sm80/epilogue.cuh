@@ -8,6 +8,7 @@
 
 #include "flashmma/attention/online_softmax.cuh"
 #include "flashmma/attention/sequence_info.hpp"
+#include "flashmma/attention/split_kv.hpp"
 #include "flashmma/sm80/tile_io.cuh"
 #include "flashmma/sm80/warp_attention.cuh"
 #include "flashmma/sm80/warp_mma.cuh"
@@ -57,6 +58,44 @@ FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const SequenceIn
       for (int r = 0; r < kRowsPerThread; ++r) {
         const int64_t row = first_row + rt * kMmaM + fragment::lane_group(lane) + 8 * r;
         if (row < seq.lengths.seqlen_q) seq.lse[row] = lse[rt][r];
+      }
+    }
+  }
+}
+
+// Split-KV: the warp's rows normalized over this split's keys, as fp32 partials of split `split`
+// in the workspace (attention/split_kv.hpp), straight from registers: each thread holds pairs of
+// adjacent columns, stored as 8 bytes. A split that saw no key of a row writes O = 0 and
+// LSE = -inf, which the combine step weighs 0.
+template <class Warp, class Element>
+FLASHMMA_DEVICE void write_partial_output(Warp& warp, const SplitOutput& out,
+                                          const SequenceInfo<Element>& seq, unsigned split,
+                                          int head_dim) {
+  using Config = typename Warp::Config;
+  const int lane = warp.lane;
+  float lse[Config::kRowTiles][kRowsPerThread];
+#pragma unroll
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt]);
+  }
+  const int64_t first_row = warp.origin().query;
+#pragma unroll
+  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t query = first_row + rt * kMmaM + fragment::lane_group(lane) + 8 * half;
+      if (query >= seq.lengths.seqlen_q) continue;
+      const int64_t row = seq.row_index + query;
+#pragma unroll
+      for (int t = 0; t < Config::kOutputTiles; ++t) {
+        const int column = t * kMmaN + 2 * fragment::lane_in_quad(lane);
+        if (column < head_dim) {
+          *reinterpret_cast<float2*>(out.partial_o + out.layout.o_index(split, row, column)) =
+              make_float2(warp.output[rt][t][2 * half], warp.output[rt][t][2 * half + 1]);
+        }
+      }
+      if (fragment::lane_in_quad(lane) == 0) {
+        out.partial_lse[out.layout.lse_index(split, row)] = lse[rt][half];
       }
     }
   }

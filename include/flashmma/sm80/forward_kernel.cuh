@@ -27,6 +27,7 @@
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/attention/sequence_info.hpp"
+#include "flashmma/attention/split_kv.hpp"
 #include "flashmma/macros.hpp"
 #include "flashmma/ptx/arch_guard.cuh"
 #include "flashmma/ptx/cp_async.cuh"
@@ -52,6 +53,7 @@ struct ForwardKernel {
     ForwardArgs<Element> args;
     Policy policy;
     typename Scheduler::Params scheduler;
+    SplitOutputFor<Scheduler> split_output;  // split-KV only: where the partials go
   };
 
   static constexpr int kThreads = Config::kThreads;
@@ -72,8 +74,11 @@ struct ForwardKernel {
     const WorkTile work = Scheduler::work_tile(params.scheduler);
     const SequenceInfo<Element> seq(args, work);
     const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
-    const TileRange key_tiles =
+    TileRange key_tiles =
         flashmma::key_tiles(params.policy, seq.lengths, queries, Config::kBlockN);
+    if constexpr (Scheduler::kSplitsKeys) {
+      key_tiles = split_key_tiles(key_tiles, work.split, params.scheduler.splits);
+    }
 
     // Q is the oldest cp.async group: the schedule's first wait for K also waits for it.
     const TileCopy<Config, Config::kBlockM> q_copy(seq.q_row_stride, args.head_dim);
@@ -100,7 +105,11 @@ struct ForwardKernel {
     // still be landing where the epilogue stages O: drain them block-wide first.
     ptx::cp_async_wait<0>();
     __syncthreads();
-    write_output(warp, q_tile, seq, args.head_dim);
+    if constexpr (Scheduler::kSplitsKeys) {
+      write_partial_output(warp, params.split_output, seq, work.split, args.head_dim);
+    } else {
+      write_output(warp, q_tile, seq, args.head_dim);
+    }
 #else
     // Compiled for a target without mma.sync (below sm_80): never return as if O were written.
     (void)params;
