@@ -51,6 +51,24 @@ inline Status device_attribute(int& value, cudaDeviceAttr attribute, int device,
                                           "cudaDeviceGetAttribute(L2CacheSize)");
       !s)
     return s;
+  int sm_count = 0, smem_per_sm = 0, threads_per_sm = 0;
+  if (Status s = detail::device_attribute(sm_count, cudaDevAttrMultiProcessorCount, device,
+                                          "cudaDeviceGetAttribute(MultiProcessorCount)");
+      !s)
+    return s;
+  if (Status s = detail::device_attribute(smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                          device,
+                                          "cudaDeviceGetAttribute(MaxSharedMemoryPerMultiprocessor)");
+      !s)
+    return s;
+  if (Status s = detail::device_attribute(threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor,
+                                          device,
+                                          "cudaDeviceGetAttribute(MaxThreadsPerMultiProcessor)");
+      !s)
+    return s;
+  info.sm_count = sm_count;
+  info.smem_per_sm = static_cast<std::size_t>(smem_per_sm);
+  info.max_threads_per_sm = threads_per_sm;
   info.compute_capability = major * 10 + minor;
   info.smem_per_block_optin = static_cast<std::size_t>(smem_optin);
   info.l2_cache_bytes = static_cast<std::size_t>(l2_bytes);

@@ -32,9 +32,11 @@
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/launch.cuh"
+#include "flashmma/launch_plan.hpp"
 #include "flashmma/sm80/forward_kernel.cuh"
 #include "flashmma/sm90/forward_kernel.cuh"
 #include "flashmma/sm90/tensor_maps.hpp"
+#include "flashmma/split_launch.cuh"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
@@ -81,22 +83,6 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
   return args;
 }
 
-// What the schedulers size their grids and groups from.
-template <class Config>
-SchedulerInputs scheduler_inputs(const ForwardParams& p, const DeviceInfo& device) {
-  SchedulerInputs in;
-  in.m_blocks = (p.seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
-  in.heads = p.heads_q;
-  in.batch = p.batch;
-  in.seqlen_k = p.seqlen_k;
-  in.head_dim = p.head_dim;
-  in.group_size = p.group_size();
-  in.element_bytes = static_cast<int64_t>(sizeof(typename Config::element_type));
-  in.block_m = Config::kBlockM;
-  in.l2_bytes = static_cast<int64_t>(device.l2_cache_bytes);
-  return in;
-}
-
 // Launches the kernel of Config and Policy once the call has been validated and the device is
 // known (forward_default_config comes here with the DeviceInfo it queried to pick the config, so
 // the device is queried once per call).
@@ -107,6 +93,15 @@ Status launch_forward(const ForwardParams& params, const Policy& policy, const D
   using Scheduler = SchedulerFor<Policy>;
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
   const SchedulerInputs in = scheduler_inputs<Config>(params, device);
+  int splits = 1;
+  if (Status s = plan_splits<Config>(params, device, in, false, splits); !s) return s;
+  if constexpr (!IsSm90TileConfig<Config>::value) {
+    if (splits > 1) {
+      return launch_split_forward<Config>(
+          params, policy, make_forward_args<typename Config::element_type>(params), in, splits,
+          stream);
+    }
+  }
   if constexpr (IsSm90TileConfig<Config>::value) {
     typename Kernel::Params kernel_params{
         {}, make_forward_args<typename Config::element_type>(params), policy,

@@ -3,6 +3,7 @@
 // Plain C++ (no CUDA headers) so that engines and tests can build it anywhere.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -92,6 +93,16 @@ struct ForwardParams : ProblemShape {
   // across the batch ([heads_q]); heads_q reads a [batch, heads_q] array.
   const float* alibi_slopes = nullptr;
   int64_t alibi_batch_stride = 0;
+
+  // Split-KV: the keys of each query tile cut into parts that separate blocks compute, then
+  // merged, for calls whose query tiles are too few to fill the GPU (decoding). 0 (the
+  // default): a count chosen from the problem and the device, and only where `workspace` is
+  // given; 1: never; 2 to 128: that many (at most one per key tile). The partials go to
+  // `workspace`, a device buffer of the caller's, 256-byte aligned, of `workspace_bytes` >=
+  // forward_workspace_bytes(params) bytes; nothing is allocated inside the library.
+  int num_splits = 0;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
 }  // namespace flashmma

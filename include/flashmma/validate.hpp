@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "flashmma/attention/split_kv.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
@@ -47,6 +48,10 @@ struct DeviceInfo {
   int compute_capability = 0;     // major * 10 + minor
   std::size_t smem_per_block_optin = 0;
   std::size_t l2_cache_bytes = 0;  // sizes the groups of the causal block order
+  // Size split-KV's automatic split count (split_launch.cuh).
+  int sm_count = 0;
+  std::size_t smem_per_sm = 0;
+  int max_threads_per_sm = 0;
 };
 
 inline constexpr int64_t kMaxGridY = 65535;  // heads_q go in gridDim.y
@@ -241,6 +246,16 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
   }
   if (p.mask != MaskKind::kNone && p.mask != MaskKind::kCausal) {
     return detail::invalid("mask must be MaskKind::kNone or MaskKind::kCausal");
+  }
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits) {
+    std::ostringstream os;
+    os << "num_splits must be 0 (automatic), 1 (no split) or 2 to " << kMaxSplits << " (got "
+       << p.num_splits << ")";
+    return detail::invalid(os.str());
+  }
+  if (p.workspace != nullptr &&
+      reinterpret_cast<std::uintptr_t>(p.workspace) % kWorkspaceAlignment != 0) {
+    return detail::invalid("workspace must be 256-byte aligned (cudaMalloc's pointers are)");
   }
   return detail::check_variant(p);
 }

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a launch of a config looks like on a device, worked out on the host without compiling a
+// kernel: the schedulers' inputs, the split-KV split count, and the workspace that needs. Host
+// code may include it (forward_workspace_bytes is callable from a .cpp file).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "flashmma/attention/builtin_policies.hpp"
+#include "flashmma/attention/scheduler.hpp"
+#include "flashmma/attention/split_kv.hpp"
+#include "flashmma/default_dispatch.hpp"
+#include "flashmma/device.hpp"
+#include "flashmma/params.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/sm90_tile_config.hpp"
+#include "flashmma/validate.hpp"
+
+namespace flashmma {
+namespace detail {
+
+// What the schedulers size their grids and groups from.
+template <class Config>
+SchedulerInputs scheduler_inputs(const ForwardParams& p, const DeviceInfo& device) {
+  SchedulerInputs in;
+  in.m_blocks = (p.seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
+  in.heads = p.heads_q;
+  in.batch = p.batch;
+  in.seqlen_k = p.seqlen_k;
+  in.head_dim = p.head_dim;
+  in.group_size = p.group_size();
+  in.element_bytes = static_cast<int64_t>(sizeof(typename Config::element_type));
+  in.block_m = Config::kBlockM;
+  in.l2_bytes = static_cast<int64_t>(device.l2_cache_bytes);
+  return in;
+}
+
+// How many blocks of Config an SM holds at once, from the config alone (no kernel needs to be
+// compiled to ask, so forward_workspace_bytes stays cheap): the least of what its shared
+// memory (with the 1 KiB per block the runtime reserves), its threads and its registers allow.
+// Registers: ptxas gives a thread at most 65536 / (threads x MinBlocksPerSm), capped at 255 and
+// allocated in steps of 8, and the flashmma kernels use about all of it.
+template <class Config>
+int64_t blocks_per_sm(const DeviceInfo& device) {
+  constexpr int64_t kRegisterFile = 65536;
+  constexpr int64_t kReservedSmemPerBlock = 1024;
+  int64_t registers = kRegisterFile / (int64_t{Config::kThreads} * Config::kMinBlocksPerSm);
+  registers = (registers > 255 ? 256 : registers / 8 * 8);
+  int64_t blocks = kRegisterFile / (Config::kThreads * registers);
+  const int64_t by_threads = device.max_threads_per_sm / Config::kThreads;
+  const int64_t by_smem = static_cast<int64_t>(device.smem_per_sm) /
+                          (static_cast<int64_t>(Config::kSmemBytes) + kReservedSmemPerBlock);
+  if (by_threads < blocks) blocks = by_threads;
+  if (by_smem < blocks) blocks = by_smem;
+  return blocks > 0 ? blocks : 1;
+}
+
+// The split count of a call on Config (1: no split). `assume_workspace` plans as if a workspace
+// were given (forward_workspace_bytes asks what the automatic choice would need).
+template <class Config>
+Status plan_splits(const ForwardParams& p, const DeviceInfo& device, const SchedulerInputs& in,
+                   bool assume_workspace, int& splits) {
+  splits = 1;
+  if (p.num_splits == 1) return Status::success();
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    if (p.num_splits > 1) {
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "num_splits > 1 is not available on the sm_90a kernel yet "
+                           "(Sm90TileConfig); use 0 or 1, or a TileConfig");
+    }
+    return Status::success();
+  } else {
+    const int64_t key_tiles = (p.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
+    if (p.num_splits > 1) {
+      splits = static_cast<int>(key_tiles < p.num_splits ? key_tiles : p.num_splits);
+    } else if (p.workspace != nullptr || assume_workspace) {
+      const int64_t concurrent = blocks_per_sm<Config>(device) * device.sm_count;
+      splits = choose_split_count({in.m_blocks * in.heads * in.batch, key_tiles, concurrent});
+    }
+    if (splits > 1 && in.m_blocks * splits > 2147483647) splits = 1;  // the grid's x limit
+    return Status::success();
+  }
+}
+
+// The workspace layout of a split call.
+inline SplitWorkspace split_layout(const ForwardParams& p, int splits) {
+  return split_workspace(splits, p.batch, p.heads_q, p.seqlen_q, p.head_dim);
+}
+
+// Checks that the caller's workspace holds the partials of `splits` splits.
+inline Status check_workspace(const ForwardParams& p, int splits) {
+  const SplitWorkspace layout = split_layout(p, splits);
+  if (p.workspace != nullptr && p.workspace_bytes >= layout.bytes) return Status::success();
+  std::ostringstream os;
+  os << "num_splits = " << splits << " needs a workspace of " << layout.bytes
+     << " bytes (params.workspace, params.workspace_bytes; forward_workspace_bytes() says how "
+        "much a call needs); got "
+     << (p.workspace == nullptr ? std::string("none")
+                                : std::to_string(p.workspace_bytes) + " bytes");
+  return Status::error(ErrorCode::kInvalidArgument, os.str());
+}
+
+}  // namespace detail
+
+// The workspace bytes forward<Config>(params) needs for its split-KV partials: 0 when the call
+// would not split (params.num_splits 1, or an automatic choice of 1). An automatic count
+// (num_splits 0) is planned as if a workspace were given, so that the caller can then give one.
+template <class Config>
+[[nodiscard]] Status forward_workspace_bytes(const ForwardParams& params, std::size_t& bytes) {
+  bytes = 0;
+  if (Status s = validate_params(params); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  int splits = 1;
+  if (Status s = detail::plan_splits<Config>(params, device,
+                                             detail::scheduler_inputs<Config>(params, device),
+                                             /*assume_workspace=*/true, splits);
+      !s)
+    return s;
+  if (splits > 1) bytes = detail::split_layout(params, splits).bytes;
+  return Status::success();
+}
+
+// The same for forward(params): the bytes of the default config it would run.
+[[nodiscard]] inline Status forward_workspace_bytes(const ForwardParams& params,
+                                                    std::size_t& bytes) {
+  bytes = 0;
+  if (Status s = validate_params(params); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  const auto plan = [&](auto element_tag) {
+    using Element = decltype(element_tag);
+    return visit_kernel_head_dim(
+        params.head_dim,
+        [&](auto head_dim) {
+          return visit_builtin_policy(params, [&](const auto& policy) {
+            using Policy = std::decay_t<decltype(policy)>;
+            return visit_default_config<Element, decltype(head_dim)::value, Policy::kMasks>(
+                device.smem_per_block_optin, [&](auto config) {
+                  using Config = decltype(config);
+                  int splits = 1;
+                  if (Status s = detail::plan_splits<Config>(
+                          params, device, detail::scheduler_inputs<Config>(params, device),
+                          /*assume_workspace=*/true, splits);
+                      !s)
+                    return s;
+                  if (splits > 1) bytes = detail::split_layout(params, splits).bytes;
+                  return Status::success();
+                });
+          });
+        },
+        [&] { return validate_params(params); });
+  };
+  return params.dtype == ScalarType::kFloat16 ? plan(__half{}) : plan(__nv_bfloat16{});
+}
+
+}  // namespace flashmma
