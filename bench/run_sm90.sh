@@ -30,24 +30,8 @@ mkdir -p "$WORK_DIR"
 failed=()
 summary=()
 
-step() {
-  local name=$1 start status
-  shift
-  start=$(date +%s)
-  echo "=== $name: $*" >> "$LOG"
-  ("$@") >> "$LOG" 2>&1
-  status=$?
-  summary+=("$(printf '%-13s %-4s %4ss' "$name" "$([ $status -eq 0 ] && echo ok || echo FAIL)" \
-                 "$(( $(date +%s) - start ))")")
-  [ $status -eq 0 ] || failed+=("$name")
-}
-
-catch2_prefix() {
-  if [ -n "${CATCH2_PREFIX:-}" ]; then echo "$CATCH2_PREFIX"; return; fi
-  local deb
-  deb=$(ls "$REPO"/.deps/catch2_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] && dpkg -x "$deb" "$WORK_DIR/catch2" && echo "$WORK_DIR/catch2/usr"
-}
+# shellcheck source=tests/tools/gpu_steps.sh
+source "$REPO/tests/tools/gpu_steps.sh"
 
 compile_one() {
   local unit="$WORK_DIR/one_sm90_instantiation.cu" start

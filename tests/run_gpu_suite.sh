@@ -39,27 +39,8 @@ mkdir -p "$WORK_DIR"
 failed=()
 summary=()
 
-# step NAME COMMAND...: runs COMMAND, appends its output to the log, records the outcome.
-step() {
-  local name=$1 start status
-  shift
-  start=$(date +%s)
-  echo "=== $name: $*" >> "$LOG"
-  ("$@") >> "$LOG" 2>&1
-  status=$?
-  summary+=("$(printf '%-10s %-4s %4ss' "$name" "$([ $status -eq 0 ] && echo ok || echo FAIL)" \
-                 "$(( $(date +%s) - start ))")")
-  [ $status -eq 0 ] || failed+=("$name")
-}
-
-catch2_prefix() {
-  if [ -n "${CATCH2_PREFIX:-}" ]; then echo "$CATCH2_PREFIX"; return; fi
-  local deb
-  deb=$(ls "$REPO"/.deps/catch2_*.deb 2>/dev/null | head -n 1)
-  if [ -n "$deb" ]; then
-    dpkg -x "$deb" "$WORK_DIR/catch2" && echo "$WORK_DIR/catch2/usr"
-  fi
-}
+# shellcheck source=tests/tools/gpu_steps.sh
+source "$REPO/tests/tools/gpu_steps.sh"
 
 # The build is bounded (BUILD_TIMEOUT seconds, default 480) and keeps going past a failed target,
 # so that the steps after it run on whatever was built; on a timeout the compilers still running

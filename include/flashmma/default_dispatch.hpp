@@ -176,14 +176,17 @@ std::string describe_config() {
   return os.str();
 }
 
-// The kernel forward(params) would launch on `device`, as "sm80::ForwardKernel<TileConfig<...>,
-// policy, scheduler>"; an invalid `params` gets validate_params()'s error instead.
-[[nodiscard]] inline Status describe_default_kernel(const ForwardParams& params,
-                                                    const DeviceInfo& device,
-                                                    std::string& description) {
-  if (Status s = validate_params(params); !s) return s;
-  // The same visits as forward_default_config (forward.cuh), naming what they would launch.
-  const auto describe = [&](auto element_tag) {
+// The walk of forward(params) from the call to its kernel: element type, kernel head dim,
+// built-in policy, and the default config of the head dim for that policy and a device with
+// `smem_per_block_optin`; calls visit(policy, config) with the policy and a value of the config
+// type (out_of_range() for a head dim above 256). describe_default_kernel and
+// forward_workspace_bytes walk it; forward_default_config (forward.cuh), a template on the
+// element type and head dim for the precompiled kernels, walks the policy and config the same way.
+template <class Visitor, class OutOfRange>
+decltype(auto) visit_default_kernel(const ForwardParams& params,
+                                    std::size_t smem_per_block_optin, Visitor&& visit,
+                                    OutOfRange&& out_of_range) {
+  const auto walk = [&](auto element_tag) {
     using Element = decltype(element_tag);
     return visit_kernel_head_dim(
         params.head_dim,
@@ -191,17 +194,31 @@ std::string describe_config() {
           return visit_builtin_policy(params, [&](const auto& policy) {
             using Policy = std::decay_t<decltype(policy)>;
             return visit_default_config<Element, decltype(head_dim)::value, Policy::kMasks>(
-                device.smem_per_block_optin, [&](auto config) {
-                  return "sm80::ForwardKernel<" + describe_config<decltype(config)>() + ", " +
-                         builtin_policy_name(builtin_policy_for(params)) + ", " +
-                         SchedulerFor<Policy>::kName + ">";
-                });
+                smem_per_block_optin, [&](auto config) { return visit(policy, config); });
           });
         },
-        [] { return std::string(); });
+        out_of_range);
   };
-  description = params.dtype == ScalarType::kFloat16 ? describe(__half{})
-                                                     : describe(__nv_bfloat16{});
+  return params.dtype == ScalarType::kFloat16 ? walk(__half{}) : walk(__nv_bfloat16{});
+}
+
+// The kernel forward(params) would launch on `device` for an unsplit call, as
+// "sm80::ForwardKernel<TileConfig<...>, policy, scheduler>"; an invalid `params` gets
+// validate_params()'s error instead. (With a workspace, a decoding-sized call may be split:
+// launch_plan.hpp's forward_workspace_bytes says whether.)
+[[nodiscard]] inline Status describe_default_kernel(const ForwardParams& params,
+                                                    const DeviceInfo& device,
+                                                    std::string& description) {
+  if (Status s = validate_params(params); !s) return s;
+  description = visit_default_kernel(
+      params, device.smem_per_block_optin,
+      [&](const auto& policy, auto config) {
+        using Policy = std::decay_t<decltype(policy)>;
+        return "sm80::ForwardKernel<" + describe_config<decltype(config)>() + ", " +
+               builtin_policy_name(builtin_policy_for(params)) + ", " +
+               SchedulerFor<Policy>::kName + ">";
+      },
+      [] { return std::string(); });
   return Status::success();
 }
 

@@ -56,9 +56,9 @@ inline Status device_attribute(int& value, cudaDeviceAttr attribute, int device,
                                           "cudaDeviceGetAttribute(MultiProcessorCount)");
       !s)
     return s;
-  if (Status s = detail::device_attribute(smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
-                                          device,
-                                          "cudaDeviceGetAttribute(MaxSharedMemoryPerMultiprocessor)");
+  if (Status s = detail::device_attribute(
+          smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device,
+          "cudaDeviceGetAttribute(MaxSharedMemoryPerMultiprocessor)");
       !s)
     return s;
   if (Status s = detail::device_attribute(threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor,

@@ -132,30 +132,20 @@ template <class Config>
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  const auto plan = [&](auto element_tag) {
-    using Element = decltype(element_tag);
-    return visit_kernel_head_dim(
-        params.head_dim,
-        [&](auto head_dim) {
-          return visit_builtin_policy(params, [&](const auto& policy) {
-            using Policy = std::decay_t<decltype(policy)>;
-            return visit_default_config<Element, decltype(head_dim)::value, Policy::kMasks>(
-                device.smem_per_block_optin, [&](auto config) {
-                  using Config = decltype(config);
-                  int splits = 1;
-                  if (Status s = detail::plan_splits<Config>(
-                          params, device, detail::scheduler_inputs<Config>(params, device),
-                          /*assume_workspace=*/true, splits);
-                      !s)
-                    return s;
-                  if (splits > 1) bytes = detail::split_layout(params, splits).bytes;
-                  return Status::success();
-                });
-          });
-        },
-        [&] { return validate_params(params); });
-  };
-  return params.dtype == ScalarType::kFloat16 ? plan(__half{}) : plan(__nv_bfloat16{});
+  return visit_default_kernel(
+      params, device.smem_per_block_optin,
+      [&](const auto&, auto config) {
+        using Config = decltype(config);
+        int splits = 1;
+        if (Status s = detail::plan_splits<Config>(
+                params, device, detail::scheduler_inputs<Config>(params, device),
+                /*assume_workspace=*/true, splits);
+            !s)
+          return s;
+        if (splits > 1) bytes = detail::split_layout(params, splits).bytes;
+        return Status::success();
+      },
+      [&] { return validate_params(params); });
 }
 
 }  // namespace flashmma

@@ -40,38 +40,16 @@ using PolicyConfigs = std::tuple<
     flashmma::TileConfig<__half, 32, 16, 16, 1, 1, flashmma::SmemLayout::kPaddedRows>,
     flashmma::DefaultConfigT<__nv_bfloat16, 128>>;
 
-// Runs forward<Config>(params, policy) and compares O and the LSE with the host reference of
-// `reference_policy` (the same policy with host pointers where it holds any).
-template <class Config, class Policy>
-void check_policy(const AttentionCase& c, const Policy& policy, const Policy& reference_policy) {
-  using Element = typename Config::element_type;
-  INFO("case: " << c.describe());
-  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
-  const flashmma::Status status = flashmma::forward<Config>(t.params, policy);
-  INFO("forward returned: " << status.message());
-  REQUIRE(status.ok());
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-  flashmma::test::check_against_policy_reference(t, reference_policy);
-}
-
-// Odd lengths both ways, GQA, and a row count that leaves rows without keys under some windows.
-std::vector<AttentionCase> policy_cases(int64_t head_dim) {
-  using flashmma::test::Layout;
-  return {flashmma::test::make_case(2, 129, 129, 4, 2, head_dim, false, Layout::kBSHD),
-          flashmma::test::make_case(1, 77, 301, 2, 1, head_dim, false, Layout::kBHSD),
-          flashmma::test::make_case(1, 301, 77, 4, 4, head_dim, false, Layout::kBSHD)};
-}
-
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("sliding windows: band, one-sided, width 0, wider than the sequence",
                         "[gpu][forward][policy]", PolicyConfigs) {
   const std::vector<SlidingWindow> windows = {
       {{}, 32, 0}, {{}, 0, 0}, {{}, 5, 17}, {{}, -1, 40}, {{}, 100000, 100000}, {{}, 64, -1}};
-  for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
+  for (const AttentionCase& c : flashmma::test::policy_cases(TestType::kHeadDim)) {
     for (const SlidingWindow& window : windows) {
       INFO("window (" << window.left << ", " << window.right << ")");
-      check_policy<TestType>(c, window, window);
+      flashmma::test::check_policy<TestType>(c, window, window);
     }
   }
 }
@@ -94,19 +72,20 @@ TEMPLATE_LIST_TEST_CASE("ALiBi and softcap, alone, together and with windows",
   const AttentionCase tall =
       flashmma::test::make_case(2, 200, 133, heads, 1, TestType::kHeadDim, false, Layout::kBSHD);
 
-  check_policy<TestType>(c, alibi, host_alibi);
-  check_policy<TestType>(tall, per_head, host_per_head);
+  flashmma::test::check_policy<TestType>(c, alibi, host_alibi);
+  flashmma::test::check_policy<TestType>(tall, per_head, host_per_head);
   for (const float cap : {30.f, 0.5f}) {  // 0.5: a tiny cap flattens every score
     INFO("softcap " << cap);
-    check_policy<TestType>(c, Softcap::with_cap(cap), Softcap::with_cap(cap));
+    flashmma::test::check_policy<TestType>(c, Softcap::with_cap(cap), Softcap::with_cap(cap));
   }
   using AlibiCausal = Combined<AlibiBias, CausalMask>;
-  check_policy<TestType>(tall, AlibiCausal{{}, alibi, {}}, AlibiCausal{{}, host_alibi, {}});
+  flashmma::test::check_policy<TestType>(tall, AlibiCausal{{}, alibi, {}},
+                                         AlibiCausal{{}, host_alibi, {}});
   using Everything = Combined<Softcap, Combined<AlibiBias, SlidingWindow>>;
   const SlidingWindow window{{}, 48, 0};
   const Everything all{{}, Softcap::with_cap(20.f), {{}, alibi, window}};
   const Everything host_all{{}, Softcap::with_cap(20.f), {{}, host_alibi, window}};
-  check_policy<TestType>(c, all, host_all);
+  flashmma::test::check_policy<TestType>(c, all, host_all);
 }
 
 TEMPLATE_LIST_TEST_CASE("a user's policy: prefix-LM", "[gpu][forward][policy]", PolicyConfigs) {
@@ -114,8 +93,8 @@ TEMPLATE_LIST_TEST_CASE("a user's policy: prefix-LM", "[gpu][forward][policy]", 
     INFO("prefix " << prefix);
     flashmma::test::PrefixLM policy;
     policy.prefix = prefix;
-    for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
-      check_policy<TestType>(c, policy, policy);
+    for (const AttentionCase& c : flashmma::test::policy_cases(TestType::kHeadDim)) {
+      flashmma::test::check_policy<TestType>(c, policy, policy);
     }
   }
 }

@@ -43,26 +43,6 @@ using Sm90Configs =
                               flashmma::Sm90Schedule::kSequential>,
                Sm90TileConfig<__nv_bfloat16, 256, 80>>;
 
-template <class Config, class Policy>
-void check_policy(const AttentionCase& c, const Policy& policy, const Policy& reference_policy) {
-  using Element = typename Config::element_type;
-  INFO("config: " << flashmma::describe_config<Config>());
-  INFO("case: " << c.describe());
-  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
-  const flashmma::Status status = flashmma::forward<Config>(t.params, policy);
-  INFO("forward returned: " << status.message());
-  REQUIRE(status.ok());
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-  flashmma::test::check_against_policy_reference(t, reference_policy);
-}
-
-std::vector<AttentionCase> policy_cases(int64_t head_dim) {
-  using flashmma::test::Layout;
-  return {flashmma::test::make_case(2, 129, 129, 4, 2, head_dim, false, Layout::kBSHD),
-          flashmma::test::make_case(1, 77, 301, 2, 1, head_dim, false, Layout::kBHSD),
-          flashmma::test::make_case(1, 301, 77, 4, 4, head_dim, false, Layout::kBSHD)};
-}
-
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("the sm_90a kernel matches the reference over the case matrix",
@@ -72,18 +52,18 @@ TEMPLATE_LIST_TEST_CASE("the sm_90a kernel matches the reference over the case m
 
 TEMPLATE_LIST_TEST_CASE("the sm_90a kernel applies the score policies",
                         "[gpu][forward][sm90][policy]", Sm90Configs) {
-  for (const AttentionCase& c : policy_cases(TestType::kHeadDim)) {
+  for (const AttentionCase& c : flashmma::test::policy_cases(TestType::kHeadDim)) {
     for (const SlidingWindow& window :
          {SlidingWindow{{}, 32, 0}, SlidingWindow{{}, 0, 0}, SlidingWindow{{}, 5, 17},
           SlidingWindow{{}, -1, 40}, SlidingWindow{{}, 64, -1}}) {
       INFO("window (" << window.left << ", " << window.right << ")");
-      check_policy<TestType>(c, window, window);
+      flashmma::test::check_policy<TestType>(c, window, window);
     }
     for (const int64_t prefix : {0, 40, 1000}) {
       INFO("prefix-LM " << prefix);
       flashmma::test::PrefixLM policy;
       policy.prefix = prefix;
-      check_policy<TestType>(c, policy, policy);
+      flashmma::test::check_policy<TestType>(c, policy, policy);
     }
   }
   const int64_t heads = 4;
@@ -99,11 +79,11 @@ TEMPLATE_LIST_TEST_CASE("the sm_90a kernel applies the score policies",
   using flashmma::test::Layout;
   const AttentionCase c =
       flashmma::test::make_case(2, 133, 200, heads, 2, TestType::kHeadDim, false, Layout::kBSHD);
-  check_policy<TestType>(c, all, host_all);
+  flashmma::test::check_policy<TestType>(c, all, host_all);
   using AlibiCausal = Combined<AlibiBias, CausalMask>;
   const AttentionCase tall =
       flashmma::test::make_case(2, 200, 133, heads, 1, TestType::kHeadDim, false, Layout::kBSHD);
-  check_policy<TestType>(tall, AlibiCausal{{}, {{}, device_slopes.get(), 0}, {}},
+  flashmma::test::check_policy<TestType>(tall, AlibiCausal{{}, {{}, device_slopes.get(), 0}, {}},
                          AlibiCausal{{}, {{}, slopes.data(), 0}, {}});
 }
 

@@ -99,5 +99,28 @@ void check_against_policy_reference(const CaseTensors<Element>& t, const Policy&
   CHECK(worst_lse <= 1e-3);
 }
 
+// Runs forward<Config>(params, policy) on the case and compares O and the LSE with the host
+// reference of `reference_policy` (the same policy with host pointers where it holds any).
+template <class Config, class Policy>
+void check_policy(const AttentionCase& c, const Policy& policy, const Policy& reference_policy) {
+  using Element = typename Config::element_type;
+  INFO("config: " << describe_config<Config>());
+  INFO("case: " << c.describe());
+  CaseTensors<Element> t = make_case_tensors<Element>(c);
+  const Status status = forward<Config>(t.params, policy);
+  INFO("forward returned: " << status.message());
+  REQUIRE(status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  check_against_policy_reference(t, reference_policy);
+}
+
+// The policy tests' cases: odd lengths both ways, GQA, and a row count that leaves rows without
+// keys under some windows.
+inline std::vector<AttentionCase> policy_cases(int64_t head_dim) {
+  return {make_case(2, 129, 129, 4, 2, head_dim, false, Layout::kBSHD),
+          make_case(1, 77, 301, 2, 1, head_dim, false, Layout::kBHSD),
+          make_case(1, 301, 77, 4, 4, head_dim, false, Layout::kBSHD)};
+}
+
 }  // namespace test
 }  // namespace flashmma

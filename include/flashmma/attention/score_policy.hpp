@@ -41,8 +41,8 @@ namespace flashmma {
 
 // One score's logical coordinates. They are 32-bit: validate_params refuses sequences of more
 // than 2^30 positions (the grid already bounds batch and heads), so a policy's arithmetic on
-// them is 32-bit, as a user writes it. Per score that matters: a distance formed and converted in 64
-// bits costs a policy written the obvious way about 40% of the kernel's time at d = 128.
+// them is 32-bit, as a user writes it. Per score that matters: a distance formed and converted
+// in 64 bits costs a policy written the obvious way about 40% of the kernel's time at d = 128.
 struct ScoreCoord {
   int32_t batch;
   int32_t head;   // query head

@@ -45,7 +45,9 @@ struct SplitCombineKernel {
   static constexpr int kMaxColumnsPerLane = 256 / 32;  // head_dim <= 256
 
   // Blocks for `rows` rows.
-  static unsigned blocks(int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
+  static unsigned blocks(int64_t rows) {
+    return static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  }
 
   static FLASHMMA_DEVICE void run(const Params& params) {
     const int lane = static_cast<int>(threadIdx.x) % 32;

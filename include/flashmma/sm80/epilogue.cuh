@@ -18,6 +18,16 @@
 namespace flashmma {
 namespace sm80 {
 
+// O /= l for the warp's rows, and their LSE.
+template <class Warp>
+FLASHMMA_DEVICE void finalize_rows(Warp& warp,
+                                   float (&lse)[Warp::Config::kRowTiles][kRowsPerThread]) {
+#pragma unroll
+  for (int rt = 0; rt < Warp::Config::kRowTiles; ++rt) {
+    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt]);
+  }
+}
+
 // `staging` is the block's Q tile; the caller has made sure no copy into it is still in flight.
 // `head_dim` is the runtime head dim: columns past it are not written.
 template <class Warp, class Element>
@@ -26,10 +36,7 @@ FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const SequenceIn
   using Config = typename Warp::Config;
   const int lane = warp.lane;
   float lse[Config::kRowTiles][kRowsPerThread];
-#pragma unroll
-  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
-    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt]);
-  }
+  finalize_rows(warp, lse);
 
   __syncwarp();  // the warp's last reads of its Q rows are done before they are overwritten
 #pragma unroll
@@ -74,10 +81,7 @@ FLASHMMA_DEVICE void write_partial_output(Warp& warp, const SplitOutput& out,
   using Config = typename Warp::Config;
   const int lane = warp.lane;
   float lse[Config::kRowTiles][kRowsPerThread];
-#pragma unroll
-  for (int rt = 0; rt < Config::kRowTiles; ++rt) {
-    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt]);
-  }
+  finalize_rows(warp, lse);
   const int64_t first_row = warp.origin().query;
 #pragma unroll
   for (int rt = 0; rt < Config::kRowTiles; ++rt) {

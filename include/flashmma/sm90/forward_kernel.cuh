@@ -212,9 +212,13 @@ struct ForwardKernel {
     }
   }
 
+  // Fragments [rows][columns][4] as the flat register list wgmma takes (the same registers).
   template <int kRows, int kColumns>
-  static FLASHMMA_DEVICE float (&flat(float (&fragments)[kRows][kColumns][4]))[kRows * kColumns * 4] {
-    return reinterpret_cast<float(&)[kRows * kColumns * 4]>(fragments);
+  using FlatFragments = float[kRows * kColumns * 4];
+  template <int kRows, int kColumns>
+  static FLASHMMA_DEVICE FlatFragments<kRows, kColumns>& flat(
+      float (&fragments)[kRows][kColumns][4]) {
+    return reinterpret_cast<FlatFragments<kRows, kColumns>&>(fragments);
   }
 
   using Scores = float[1][kScoreTiles][4];
