@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// The launch plan (launch_plan.hpp) without a GPU: how many blocks of a config an SM holds, and
+// the split count and workspace a call gets, for a described H200 and an A10-class GPU.
+#include "support/catch.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "flashmma/launch_plan.hpp"
+
+namespace {
+
+using flashmma::DeviceInfo;
+using flashmma::ForwardParams;
+
+DeviceInfo h200() {
+  DeviceInfo d;
+  d.compute_capability = 90;
+  d.smem_per_block_optin = 232448;
+  d.smem_per_sm = 233472;
+  d.l2_cache_bytes = 60 * 1024 * 1024;
+  d.sm_count = 132;
+  d.max_threads_per_sm = 2048;
+  return d;
+}
+
+ForwardParams decode_params(int64_t batch, int64_t seqlen_k) {
+  ForwardParams p;
+  static_cast<flashmma::ProblemShape&>(p) =
+      flashmma::make_problem_shape(batch, 1, seqlen_k, 32, 8, 128);
+  p.dtype = flashmma::ScalarType::kBFloat16;
+  return p;
+}
+
+template <class Config>
+int plan(const ForwardParams& p, const DeviceInfo& device, bool assume_workspace = true) {
+  int splits = 0;
+  REQUIRE(flashmma::detail::plan_splits<Config>(
+              p, device, flashmma::detail::scheduler_inputs<Config>(p, device), assume_workspace,
+              splits)
+              .ok());
+  return splits;
+}
+
+}  // namespace
+
+TEST_CASE("blocks_per_sm: the least of shared memory, threads and registers", "[launch_plan]") {
+  const DeviceInfo device = h200();
+  // 4 warps, 64 KB: two blocks by registers (255 of 65536 / 128 threads), three by shared memory.
+  using flashmma::SmemLayout;
+  using Split128 = flashmma::TileConfig<__half, 128, 128, 64, 4, 1, SmemLayout::kXorSwizzle>;
+  CHECK(flashmma::detail::blocks_per_sm<Split128>(device) == 2);
+  // 8 warps, 128 KB: one.
+  using Ring128 = flashmma::TileConfig<__half, 128, 128, 64, 8, 2, SmemLayout::kXorSwizzle>;
+  CHECK(flashmma::detail::blocks_per_sm<Ring128>(device) == 1);
+  // MinBlocksPerSm = 3 on 4 warps of 20 KB: three by registers (170 -> 168 each).
+  using Small = flashmma::TileConfig<__half, 32, 128, 64, 4, 1, SmemLayout::kPaddedRows, 3>;
+  CHECK(flashmma::detail::blocks_per_sm<Small>(device) == 3);
+  // A GPU with 100 KB per SM and 1536 threads holds one 64 KB block.
+  DeviceInfo small_gpu = device;
+  small_gpu.smem_per_sm = 102400;
+  small_gpu.max_threads_per_sm = 1536;
+  CHECK(flashmma::detail::blocks_per_sm<Split128>(small_gpu) == 1);
+}
+
+TEST_CASE("plan_splits: automatic, explicit, off, and not on the sm_90a kernel", "[launch_plan]") {
+  using Config = flashmma::DefaultConfigT<__nv_bfloat16, 128>;  // 8 warps x 128 rows, 1 per SM
+  const DeviceInfo device = h200();
+  // 1 x 32 heads x one query over 128k keys: 32 blocks on 132 SMs, 4 splits fill 128 of them.
+  CHECK(plan<Config>(decode_params(1, 131072), device) == 4);
+  // Without a workspace, automatic means no split.
+  CHECK(plan<Config>(decode_params(1, 131072), device, /*assume_workspace=*/false) == 1);
+  // 32 x 32 = 1024 blocks already: no split.
+  CHECK(plan<Config>(decode_params(32, 4096), device) == 1);
+  ForwardParams p = decode_params(1, 131072);
+  p.num_splits = 1;
+  CHECK(plan<Config>(p, device) == 1);
+  p.num_splits = 16;
+  CHECK(plan<Config>(p, device) == 16);
+  // An explicit count is capped at one split per key tile (100 keys: 2 tiles of 64).
+  ForwardParams short_keys = decode_params(1, 100);
+  short_keys.num_splits = 16;
+  CHECK(plan<Config>(short_keys, device) == 2);
+
+  using Hopper = flashmma::Sm90TileConfig<__nv_bfloat16, 128, 128>;
+  CHECK(plan<Hopper>(decode_params(1, 131072), device) == 1);
+  int splits = 0;
+  p.num_splits = 4;
+  const flashmma::Status refused = flashmma::detail::plan_splits<Hopper>(
+      p, device, flashmma::detail::scheduler_inputs<Hopper>(p, device), true, splits);
+  CHECK(refused.code() == flashmma::ErrorCode::kInvalidArgument);
+  CHECK(refused.message().find("not available on the sm_90a kernel") != std::string::npos);
+}
+
+TEST_CASE("check_workspace names what a split call needs", "[launch_plan]") {
+  ForwardParams p = decode_params(2, 4096);
+  const std::size_t needed = flashmma::detail::split_layout(p, 8).bytes;
+  CHECK(needed > 0);
+  flashmma::Status s = flashmma::detail::check_workspace(p, 8);
+  CHECK(s.message().find("num_splits = 8 needs a workspace of " + std::to_string(needed) +
+                         " bytes") != std::string::npos);
+  CHECK(s.message().find("got none") != std::string::npos);
+  alignas(256) static unsigned char fake[256];
+  p.workspace = fake;
+  p.workspace_bytes = needed;
+  CHECK(flashmma::detail::check_workspace(p, 8).ok());
+  p.workspace_bytes = needed - 1;
+  CHECK(flashmma::detail::check_workspace(p, 8).message().find(
+            "got " + std::to_string(needed - 1) + " bytes") != std::string::npos);
+}
