@@ -95,23 +95,15 @@ Status launch_forward(const ForwardParams& params, const Policy& policy, const D
   const SchedulerInputs in = scheduler_inputs<Config>(params, device);
   int splits = 1;
   if (Status s = plan_splits<Config>(params, device, in, false, splits); !s) return s;
-  if constexpr (!IsSm90TileConfig<Config>::value) {
-    if (splits > 1) {
-      return launch_split_forward<Config>(
-          params, policy, make_forward_args<typename Config::element_type>(params), in, splits,
-          stream);
-    }
-  }
+  const ForwardArgs<typename Config::element_type> args =
+      make_forward_args<typename Config::element_type>(params);
   if constexpr (IsSm90TileConfig<Config>::value) {
-    typename Kernel::Params kernel_params{
-        {}, make_forward_args<typename Config::element_type>(params), policy,
-        Scheduler::make_params(in)};
+    typename Kernel::Params kernel_params{{}, args, policy, Scheduler::make_params(in)};
     if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
     return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
   } else {
-    typename Kernel::Params kernel_params{
-        make_forward_args<typename Config::element_type>(params), policy,
-        Scheduler::make_params(in)};
+    if (splits > 1) return launch_split_forward<Config>(params, policy, args, in, splits, stream);
+    typename Kernel::Params kernel_params{args, policy, Scheduler::make_params(in)};
     return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
   }
 }

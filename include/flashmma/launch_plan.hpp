@@ -104,6 +104,19 @@ inline Status check_workspace(const ForwardParams& p, int splits) {
   return Status::error(ErrorCode::kInvalidArgument, os.str());
 }
 
+// The workspace bytes of Config's plan for the call, planned as if a workspace were given.
+template <class Config>
+Status workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
+                       std::size_t& bytes) {
+  int splits = 1;
+  if (Status s = plan_splits<Config>(params, device, scheduler_inputs<Config>(params, device),
+                                     /*assume_workspace=*/true, splits);
+      !s)
+    return s;
+  bytes = splits > 1 ? split_layout(params, splits).bytes : 0;
+  return Status::success();
+}
+
 }  // namespace detail
 
 // The workspace bytes forward<Config>(params) needs for its split-KV partials: 0 when the call
@@ -115,14 +128,7 @@ template <class Config>
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  int splits = 1;
-  if (Status s = detail::plan_splits<Config>(params, device,
-                                             detail::scheduler_inputs<Config>(params, device),
-                                             /*assume_workspace=*/true, splits);
-      !s)
-    return s;
-  if (splits > 1) bytes = detail::split_layout(params, splits).bytes;
-  return Status::success();
+  return detail::workspace_bytes<Config>(params, device, bytes);
 }
 
 // The same for forward(params): the bytes of the default config it would run.
@@ -135,15 +141,7 @@ template <class Config>
   return visit_default_kernel(
       params, device.smem_per_block_optin,
       [&](const auto&, auto config) {
-        using Config = decltype(config);
-        int splits = 1;
-        if (Status s = detail::plan_splits<Config>(
-                params, device, detail::scheduler_inputs<Config>(params, device),
-                /*assume_workspace=*/true, splits);
-            !s)
-          return s;
-        if (splits > 1) bytes = detail::split_layout(params, splits).bytes;
-        return Status::success();
+        return detail::workspace_bytes<decltype(config)>(params, device, bytes);
       },
       [&] { return validate_params(params); });
 }

@@ -80,22 +80,12 @@ FLASHMMA_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity
 #endif
 }
 
-// Waits until the phase of `parity` has completed: correct code needs no timeout, and a hang here
-// means a wrong parity, arrival count or byte count. For debugging one, define
-// FLASHMMA_MBARRIER_TIMEOUT_CYCLES: a wait still open after that many clock cycles then traps, so
-// that the hang becomes a launch error. Only for that: the timed loop changes the register
-// allocation of the kernels around it (ptxas spilled the accumulators of the d = 256 Hopper
-// kernel), so the tests build without it and rely on CTest's timeout.
+// Waits, without bound, until the phase of `parity` has completed: correct code needs no timeout,
+// and a hang here means a wrong parity, arrival count or byte count. (The tests bound their own
+// waits: tests/gpu/test_sm90_support.cuh's wait_or_trap, and CTest's timeout on the kernels.)
 FLASHMMA_DEVICE void mbarrier_wait_parity(uint64_t* barrier, uint32_t parity) {
-#if defined(FLASHMMA_MBARRIER_TIMEOUT_CYCLES)
-  const long long start = clock64();
-  while (!mbarrier_try_wait_parity(barrier, parity)) {
-    if (clock64() - start > static_cast<long long>(FLASHMMA_MBARRIER_TIMEOUT_CYCLES)) __trap();
-  }
-#else
   while (!mbarrier_try_wait_parity(barrier, parity)) {
   }
-#endif
 }
 
 }  // namespace sm90
