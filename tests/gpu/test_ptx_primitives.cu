@@ -16,8 +16,10 @@
 #include "support/catch.hpp"
 
 #include "flashmma/ptx.cuh"
+#include "flashmma/ptx/pack.cuh"
 #include "flashmma/traits/fragment_map.hpp"
 #include "support/gpu_helpers.cuh"
+#include "support/primitive_test.cuh"
 #include "support/reference.hpp"
 
 namespace {
@@ -28,46 +30,12 @@ using flashmma::test::DeviceBuffer;
 
 constexpr int kWarpSize = fragment::kWarpSize;
 
-// A device buffer holding a copy of `host`.
-template <class T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  DeviceBuffer<T> buffer(static_cast<int64_t>(host.size()));
-  buffer.copy_from_host(host);
-  return buffer;
-}
-
-// Waits for the kernel just launched and fails the test on any CUDA error.
-void sync_and_check() {
-  FLASHMMA_CUDA_CHECK(cudaGetLastError());
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-// The 16-bit pattern of x rounded to Element.
-template <class Element>
-uint16_t element_bits(double x) {
-  const Element e = flashmma::test::from_double<Element>(x);
-  uint16_t bits;
-  std::memcpy(&bits, &e, sizeof(bits));
-  return bits;
-}
-
-template <class Element>
-double element_value(uint16_t bits) {
-  Element e;
-  std::memcpy(&e, &bits, sizeof(bits));
-  return flashmma::test::to_double(e);
-}
-
-// Two 16-bit values in one register, the first in the low half (as mma and ldmatrix order them).
-uint32_t pack_bits(uint16_t low, uint16_t high) {
-  return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
-}
-
-// A value k / 8 with k in [-16, 16], exact in fp16 and bf16, from a deterministic hash.
-double eighths(uint64_t seed, uint64_t index) {
-  const uint64_t bits = flashmma::test::mix64(seed ^ flashmma::test::mix64(index));
-  return static_cast<double>(static_cast<int64_t>(bits % 33) - 16) / 8.0;
-}
+using flashmma::test::eighths;
+using flashmma::test::element_bits;
+using flashmma::test::element_value;
+using flashmma::test::pack_bits;
+using flashmma::test::sync_and_check;
+using flashmma::test::to_device;
 
 // ---- cp.async ------------------------------------------------------------------------------
 
@@ -195,18 +163,6 @@ __global__ void mma_kernel(const uint32_t* a, const uint32_t* b, const float* c,
 constexpr int kTileStride = 24;  // 16 elements + 8 of padding: rows stay 16-byte aligned
 constexpr int kTileElements = 16 * kTileStride;
 
-template <class Element>
-__device__ uint32_t pack_floats(float low, float high);
-template <>
-__device__ uint32_t pack_floats<__half>(float low, float high) {
-  return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(low))) |
-         (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(high))) << 16);
-}
-template <>
-__device__ uint32_t pack_floats<__nv_bfloat16>(float low, float high) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(low))) |
-         (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(high))) << 16);
-}
 
 // out: per lane, S tiles 0 and 1, O tiles 0 and 1, PV tiles 0 and 1 (4 floats each).
 constexpr int kComposedOutputs = 6 * 4;
@@ -245,10 +201,10 @@ __global__ void ldmatrix_mma_kernel(const uint16_t* a, const uint16_t* k, const 
     ptx::mma_m16n8k16<Element>(o[t], a_frag, v_tile, zero);
   }
   // The C fragments of keys 0-7 and 8-15 are the A fragment of one k16 slice of keys.
-  const uint32_t p_frag[4] = {pack_floats<Element>(s[0][0], s[0][1]),
-                              pack_floats<Element>(s[0][2], s[0][3]),
-                              pack_floats<Element>(s[1][0], s[1][1]),
-                              pack_floats<Element>(s[1][2], s[1][3])};
+  const uint32_t p_frag[4] = {flashmma::pack_pair<Element>(s[0][0], s[0][1]),
+                              flashmma::pack_pair<Element>(s[0][2], s[0][3]),
+                              flashmma::pack_pair<Element>(s[1][0], s[1][1]),
+                              flashmma::pack_pair<Element>(s[1][2], s[1][3])};
   float pv[2][4];
   for (int t = 0; t < 2; ++t) {
     const uint32_t v_tile[2] = {v_frag[2 * t], v_frag[2 * t + 1]};

@@ -12,13 +12,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "support/catch.hpp"
 
 #include "flashmma/ptx/sm90/mbarrier.cuh"
 #include "flashmma/ptx/sm90/swizzle.hpp"
+#include "flashmma/ptx/sm90/wgmma_layout.hpp"
 #include "support/gpu_helpers.cuh"
+#include "support/primitive_test.cuh"
 #include "support/reference.hpp"
 
 #ifndef FLASHMMA_SKIP_RETURN_CODE
@@ -51,55 +54,55 @@ struct SkipUnlessComputeCapability90 {
 };
 static const SkipUnlessComputeCapability90 skip_unless_compute_capability_90;
 
-inline constexpr int kWarpgroupThreads = 128;
-
-// A device buffer holding a copy of `host`.
-template <class T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  DeviceBuffer<T> buffer(static_cast<int64_t>(host.size()));
-  buffer.copy_from_host(host);
-  return buffer;
-}
-
-// Waits for the kernel just launched and fails the test on any CUDA error (a trap included).
-inline void sync_and_check() {
-  FLASHMMA_CUDA_CHECK(cudaGetLastError());
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-// The 16-bit pattern of x rounded to Element.
-template <class Element>
-uint16_t element_bits(double x) {
-  const Element e = from_double<Element>(x);
-  uint16_t bits;
-  std::memcpy(&bits, &e, sizeof(bits));
-  return bits;
-}
-
-template <class Element>
-double element_value(uint16_t bits) {
-  Element e;
-  std::memcpy(&e, &bits, sizeof(bits));
-  return to_double(e);
-}
-
-// Two 16-bit values in one register, the first in the low half.
-inline uint32_t pack_bits(uint16_t low, uint16_t high) {
-  return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
-}
-
-// A value k / 8 with k in [-16, 16], exact in fp16 and bf16, from a deterministic hash: products
-// are multiples of 1/64 below 4 in size, so sums of a few hundred are exact in fp32 and results
-// compare with ==.
-inline double eighths(uint64_t seed, uint64_t index) {
-  const uint64_t bits = mix64(seed ^ mix64(index));
-  return static_cast<double>(static_cast<int64_t>(bits % 33) - 16) / 8.0;
-}
+using ptx::sm90::kWarpgroupThreads;
+using test::eighths;
+using test::element_bits;
+using test::element_value;
+using test::pack_bits;
+using test::sync_and_check;
+using test::to_device;
 
 // A value in {-1, 0, 1}: sums of up to 256 products are integers of at most 256 in size, exact in
 // bf16, so a product of two wgmmas with a conversion in between stays exact.
 inline double small_integer(uint64_t seed, uint64_t index) {
   return static_cast<double>(static_cast<int64_t>(mix64(seed ^ mix64(index)) % 3) - 1);
+}
+
+// Every warpgroup thread's `registers` accumulators, thread after thread: c(row, col) at each
+// register's place in the m64nN tile, or NaN where the first wgmma must ignore them
+// (accumulate false: scale-d 0).
+template <class C>
+std::vector<float> initial_accumulators(int registers, bool accumulate, C&& c) {
+  std::vector<float> d(static_cast<std::size_t>(kWarpgroupThreads * registers));
+  for (int thread = 0; thread < kWarpgroupThreads; ++thread) {
+    for (int reg = 0; reg < registers; ++reg) {
+      const ptx::sm90::Coord at = ptx::sm90::wgmma_accumulator_coord(thread, reg);
+      d[thread * registers + reg] = accumulate ? static_cast<float>(c(at.row, at.col))
+                                               : std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  return d;
+}
+
+// Requires every accumulator of `d` (laid out as initial_accumulators lays it out) to hold
+// exactly the sum over k < k_extent of a(row, k) b(col, k), plus c(row, col) when `accumulate`.
+template <class A, class B, class C>
+void require_exact_product(const std::vector<float>& d, int registers, int k_extent,
+                           bool accumulate, A&& a, B&& b, C&& c) {
+  int mismatches = 0;
+  for (int thread = 0; thread < kWarpgroupThreads; ++thread) {
+    for (int reg = 0; reg < registers; ++reg) {
+      const ptx::sm90::Coord at = ptx::sm90::wgmma_accumulator_coord(thread, reg);
+      double expected = accumulate ? c(at.row, at.col) : 0.0;
+      for (int k = 0; k < k_extent; ++k) expected += a(at.row, k) * b(at.col, k);
+      const double got = d[thread * registers + reg];
+      if (got != expected && ++mismatches <= 8) {
+        UNSCOPED_INFO("thread " << thread << " register " << reg << " (" << at.row << ", "
+                                << at.col << "): got " << got << ", expected " << expected);
+      }
+    }
+  }
+  REQUIRE(mismatches == 0);
 }
 
 // A wgmma operand tile's shared-memory image, as 16-byte words: element (mn, k) = value(mn, k)

@@ -127,6 +127,25 @@ std::vector<uint16_t> run_loads(const CUtensorMap& map, const BoxCoords<Rank>& b
 constexpr int kRows = 320;
 constexpr int kCols = 256;  // 160 KiB: above the 128 KiB below which some drivers misencode
 
+// The map of the kRows x kCols bf16 matrix at `tensor` (row-major), with boxes of `inner`
+// columns by `box_rows` rows under `swizzle`; the test fails if it does not encode.
+void encode_matrix_map(const void* tensor, int inner, int box_rows, Swizzle swizzle,
+                       CUtensorMap* map) {
+  sm90::TensorTile tile;
+  tile.data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  tile.rank = 2;
+  tile.global_address = tensor;
+  tile.dims[0] = kCols;
+  tile.dims[1] = kRows;
+  tile.strides_bytes[0] = kCols * sizeof(uint16_t);
+  tile.box[0] = static_cast<uint32_t>(inner);
+  tile.box[1] = static_cast<uint32_t>(box_rows);
+  tile.swizzle = swizzle;
+  const flashmma::Status status = sm90::encode_tensor_map(tile, map);
+  INFO("swizzle " << static_cast<int>(swizzle) << ": " << status.message());
+  REQUIRE(status.ok());
+}
+
 }  // namespace
 
 TEST_CASE("TMA 2D loads land swizzled, zero-filled outside the tensor, phase after phase",
@@ -140,20 +159,8 @@ TEST_CASE("TMA 2D loads land swizzled, zero-filled outside the tensor, phase aft
     const int inner =
         swizzle == Swizzle::kNone ? 64 : static_cast<int>(sm90::swizzle_span_bytes(swizzle)) / 2;
     const int box_rows = 64;
-    sm90::TensorTile tile;
-    tile.data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    tile.rank = 2;
-    tile.global_address = tensor.get();
-    tile.dims[0] = kCols;
-    tile.dims[1] = kRows;
-    tile.strides_bytes[0] = kCols * sizeof(uint16_t);
-    tile.box[0] = static_cast<uint32_t>(inner);
-    tile.box[1] = box_rows;
-    tile.swizzle = swizzle;
     alignas(64) CUtensorMap map;
-    const flashmma::Status status = sm90::encode_tensor_map(tile, &map);
-    INFO("swizzle " << static_cast<int>(swizzle) << ": " << status.message());
-    REQUIRE(status.ok());
+    encode_matrix_map(tensor.get(), inner, box_rows, swizzle, &map);
 
     // In bounds; over the right edge; over the bottom; before both starts; over the corner.
     const BoxCoords<2> boxes{{{0, 0},
@@ -250,20 +257,8 @@ TEST_CASE("TMA 2D stores write the box and clip it at the tensor's edges", "[gpu
 
   constexpr int kInner = 64;
   constexpr int kBoxRows = 64;
-  sm90::TensorTile tile;
-  tile.data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  tile.rank = 2;
-  tile.global_address = tensor.get();
-  tile.dims[0] = kCols;
-  tile.dims[1] = kRows;
-  tile.strides_bytes[0] = kCols * sizeof(uint16_t);
-  tile.box[0] = kInner;
-  tile.box[1] = kBoxRows;
-  tile.swizzle = Swizzle::k128B;
   alignas(64) CUtensorMap map;
-  const flashmma::Status status = sm90::encode_tensor_map(tile, &map);
-  INFO(status.message());
-  REQUIRE(status.ok());
+  encode_matrix_map(tensor.get(), kInner, kBoxRows, Swizzle::k128B, &map);
 
   // Inside; over the right and bottom edges (no negative start: that faults on the H200).
   const BoxCoords<2> boxes{{{64, 32}, {kCols - 24, kRows - 40}}, 2};

@@ -17,6 +17,7 @@
 
 #include "support/catch.hpp"
 
+#include "flashmma/ptx/pack.cuh"
 #include "flashmma/ptx/smem.cuh"
 #include "flashmma/ptx/sm90/async_proxy.cuh"
 #include "flashmma/ptx/sm90/operand_tile.hpp"
@@ -101,7 +102,7 @@ void check_wgmma_rs(bool accumulate_first) {
   const auto c = [](int m, int n) { return eighths(6, static_cast<uint64_t>(m * kN + n)); };
 
   std::vector<uint32_t> a_fragments(sm90::kWarpgroupThreads * kKSteps * kA);
-  std::vector<float> d_initial(sm90::kWarpgroupThreads * kRegisters);
+  const std::vector<float> d_initial = initial_accumulators(kRegisters, accumulate_first, c);
   for (int thread = 0; thread < sm90::kWarpgroupThreads; ++thread) {
     for (int step = 0; step < kKSteps; ++step) {
       for (int reg = 0; reg < kA; ++reg) {
@@ -112,12 +113,6 @@ void check_wgmma_rs(bool accumulate_first) {
             pack_bits(element_bits<Element>(a(low.row, k0 + low.col)),
                       element_bits<Element>(a(high.row, k0 + high.col)));
       }
-    }
-    for (int reg = 0; reg < kRegisters; ++reg) {
-      const sm90::Coord at = sm90::wgmma_accumulator_coord(thread, reg);
-      d_initial[thread * kRegisters + reg] = accumulate_first
-                                                 ? static_cast<float>(c(at.row, at.col))
-                                                 : std::numeric_limits<float>::quiet_NaN();
     }
   }
   DeviceBuffer<uint32_t> a_device = to_device(a_fragments);
@@ -134,20 +129,7 @@ void check_wgmma_rs(bool accumulate_first) {
   sync_and_check();
   const std::vector<float> d = d_device.to_host();
 
-  int mismatches = 0;
-  for (int thread = 0; thread < sm90::kWarpgroupThreads; ++thread) {
-    for (int reg = 0; reg < kRegisters; ++reg) {
-      const sm90::Coord at = sm90::wgmma_accumulator_coord(thread, reg);
-      double expected = accumulate_first ? c(at.row, at.col) : 0.0;
-      for (int k = 0; k < kK; ++k) expected += a(at.row, k) * b(at.col, k);
-      const double got = d[thread * kRegisters + reg];
-      if (got != expected && ++mismatches <= 8) {
-        UNSCOPED_INFO("thread " << thread << " register " << reg << " (" << at.row << ", "
-                                << at.col << "): got " << got << ", expected " << expected);
-      }
-    }
-  }
-  REQUIRE(mismatches == 0);
+  require_exact_product(d, kRegisters, kK, accumulate_first, a, b, c);
 }
 
 using RsCases = std::tuple<
@@ -171,20 +153,6 @@ struct ChainCase {
   using TileK = sm90::OperandTile<Major::kK, Swizzle::k128B, kKeys, kQkDim>;
   using TileV = sm90::OperandTile<Major::kMN, Swizzle::k128B, kHeadDim, kKeys>;
 };
-
-// Two 16-bit values rounded from fp32 (round to nearest even), the first in the low half.
-template <class Element>
-__device__ uint32_t pack_rounded(float low, float high);
-template <>
-__device__ uint32_t pack_rounded<__half>(float low, float high) {
-  return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(low))) |
-         (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(high))) << 16);
-}
-template <>
-__device__ uint32_t pack_rounded<__nv_bfloat16>(float low, float high) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(low))) |
-         (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(high))) << 16);
-}
 
 template <class Case>
 __global__ void __launch_bounds__(kWarpgroupThreads, 1)
@@ -230,8 +198,8 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   for (int slice = 0; slice < kPSlices; ++slice) {
 #pragma unroll
     for (int reg = 0; reg < kA; ++reg) {
-      p[slice][reg] = pack_rounded<Element>(s[sm90::accumulator_for_a(slice, reg, 0)],
-                                            s[sm90::accumulator_for_a(slice, reg, 1)]);
+      p[slice][reg] = flashmma::pack_pair<Element>(s[sm90::accumulator_for_a(slice, reg, 0)],
+                                                   s[sm90::accumulator_for_a(slice, reg, 1)]);
     }
   }
   float o[kOutputs];

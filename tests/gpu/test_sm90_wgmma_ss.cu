@@ -92,15 +92,7 @@ void check_wgmma_ss(bool accumulate_first) {
   const auto b = [](int n, int k) { return eighths(2, static_cast<uint64_t>(n * kK + k)); };
   const auto c = [](int m, int n) { return eighths(3, static_cast<uint64_t>(m * kN + n)); };
 
-  std::vector<float> d_initial(sm90::kWarpgroupThreads * kRegisters);
-  for (int thread = 0; thread < sm90::kWarpgroupThreads; ++thread) {
-    for (int reg = 0; reg < kRegisters; ++reg) {
-      const sm90::Coord at = sm90::wgmma_accumulator_coord(thread, reg);
-      d_initial[thread * kRegisters + reg] = accumulate_first
-                                                 ? static_cast<float>(c(at.row, at.col))
-                                                 : std::numeric_limits<float>::quiet_NaN();
-    }
-  }
+  const std::vector<float> d_initial = initial_accumulators(kRegisters, accumulate_first, c);
   DeviceBuffer<uint4> a_device = to_device(operand_image<TileA, Element>(a));
   DeviceBuffer<uint4> b_device = to_device(operand_image<TileB, Element>(b));
   DeviceBuffer<float> d_initial_device = to_device(d_initial);
@@ -116,20 +108,7 @@ void check_wgmma_ss(bool accumulate_first) {
   sync_and_check();
   const std::vector<float> d = d_device.to_host();
 
-  int mismatches = 0;
-  for (int thread = 0; thread < sm90::kWarpgroupThreads; ++thread) {
-    for (int reg = 0; reg < kRegisters; ++reg) {
-      const sm90::Coord at = sm90::wgmma_accumulator_coord(thread, reg);
-      double expected = accumulate_first ? c(at.row, at.col) : 0.0;
-      for (int k = 0; k < kK; ++k) expected += a(at.row, k) * b(at.col, k);
-      const double got = d[thread * kRegisters + reg];
-      if (got != expected && ++mismatches <= 8) {
-        UNSCOPED_INFO("thread " << thread << " register " << reg << " (" << at.row << ", "
-                                << at.col << "): got " << got << ", expected " << expected);
-      }
-    }
-  }
-  REQUIRE(mismatches == 0);
+  require_exact_product(d, kRegisters, kK, accumulate_first, a, b, c);
 }
 
 // 128B swizzle, the layout of the forward kernel (measured on the H200 before these tests).
