@@ -38,6 +38,9 @@
 #   COMPARE_VARIANTS_ARGS  extra compare_variants.py arguments (e.g. "--quick", "--dtype fp16")
 #   PYTEST_ARGS      extra pytest arguments (e.g. "-x")
 #   HOST_CC, HOST_CXX  host compilers (default /usr/bin/gcc and /usr/bin/g++ where they exist)
+#   PREBUILT         a build tree with flashmma_bench and flashmma_mma_peak compiled elsewhere
+#                    (CUDA architectures 90a): the benchmark builds are left out and the variant
+#                    steps use its flashmma_bench
 #
 # Why the host compilers are pinned: the GPU image's CC/CXX (under /opt/gcc) link libstdc++
 # statically into shared objects. A PyTorch extension linked that way carries its own copy of the
@@ -59,7 +62,7 @@ JOBS=${JOBS:-$(nproc)}
 CUDA_ARCHS=${CUDA_ARCHS:-90a}
 LOG="$OUTDIR/run_gpu.log"
 STEP_LOGS="$WORK_DIR/step-logs"
-BUILD_DIR="$WORK_DIR/bench-build"
+BUILD_DIR=${PREBUILT:-$WORK_DIR/bench-build}
 export FLASHMMA_TORCH_BUILD_DIR="$WORK_DIR/torch-extension"
 export PYTHONUNBUFFERED=1
 ORIGINAL_COMPILERS="CC=${CC:-} CXX=${CXX:-}"
@@ -170,12 +173,14 @@ build_torch_extension() {
   cd "$REPO/examples/pytorch" &&
     python3 -c 'import flashmma_torch, sys; print("loaded", flashmma_torch._C.__file__)'
 }
-step bench_build build_bench &
-bench_pid=$!
+if [ -z "${PREBUILT:-}" ]; then
+  step bench_build build_bench &
+  bench_pid=$!
+fi
 step torch_build build_torch_extension &
 torch_pid=$!
-wait "$bench_pid" "$torch_pid"
-finish bench_build
+wait ${bench_pid:-} "$torch_pid"
+[ -z "${PREBUILT:-}" ] && finish bench_build
 finish torch_build
 
 # --- runs -----------------------------------------------------------------------------------------
@@ -244,7 +249,7 @@ run_compare_variants() {
 }
 if [ -n "$ONLY_VARIANTS" ] || [ "$VARIANTS" != 0 ]; then
   VARIANTS_BENCH="$BUILD_DIR/bench/flashmma_bench"
-  if [ -n "$ONLY_VARIANTS" ]; then
+  if [ -n "$ONLY_VARIANTS" ] && [ -z "${PREBUILT:-}" ]; then
     VARIANTS_BENCH="$BUILD_DIR/bench/flashmma_bench_variants"
     step variants_build build_variants_bench
     finish variants_build

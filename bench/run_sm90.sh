@@ -13,7 +13,7 @@
 #                 Hopper tile of its head dim)                     -> OUTDIR/bench_sm90.csv
 # Environment: CATCH2_PREFIX (else .deps/catch2_*.deb is unpacked), WORK_DIR (default
 # /tmp/flashmma-sm90), JOBS (default nproc), DTYPE (bench, default bf16), BENCH_ARGS,
-# BUILD_TIMEOUT, TEST_TIMEOUT, FLASHMMA_COMMIT.
+# BUILD_TIMEOUT, TEST_TIMEOUT, FLASHMMA_COMMIT, STEPS and PREBUILT (as in tests/run_gpu_suite.sh).
 set -u
 if [ $# -ne 1 ]; then
   echo "usage: bash bench/run_sm90.sh OUTDIR" >&2
@@ -22,7 +22,6 @@ fi
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUTDIR=$(mkdir -p "$1" && cd "$1" && pwd)
 WORK_DIR=${WORK_DIR:-/tmp/flashmma-sm90}
-BUILD="$WORK_DIR/build"
 JOBS=${JOBS:-$(nproc)}
 LOG="$OUTDIR/run_sm90.log"
 mkdir -p "$WORK_DIR"
@@ -32,6 +31,7 @@ summary=()
 
 # shellcheck source=tests/tools/gpu_steps.sh
 source "$REPO/tests/tools/gpu_steps.sh"
+BUILD=$(build_dir)
 
 compile_one() {
   local unit="$WORK_DIR/one_sm90_instantiation.cu" start
@@ -80,7 +80,7 @@ run_bench() {
 }
 
 step compile_time compile_one
-step build build
+[ -n "${PREBUILT:-}" ] || step build build
 step ctest run_ctest
 step bench run_bench
 

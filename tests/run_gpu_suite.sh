@@ -21,7 +21,11 @@
 # Environment: CATCH2_PREFIX (a Catch2 install prefix, else .deps/catch2_*.deb is unpacked),
 # CUDA_ARCHS, WORK_DIR (default /tmp/flashmma-suite), JOBS (default nproc), BUILD_TIMEOUT,
 # TEST_TIMEOUT (seconds per test, default 300), FLASHMMA_COMMIT (the commit to print, where the
-# tree has no .git).
+# tree has no .git), STEPS (the steps to run, e.g. "ctest large"; default all), PREBUILT (a build
+# tree configured with this source path and compiled elsewhere, unpacked at the path it was built
+# in: the build step is left out, so that a GPU machine's time goes to running), CTEST_ARGS
+# (more ctest arguments, e.g. -E to leave out the compile-fail and consumer tests of a prebuilt
+# tree, whose sources and install they need).
 set -u
 if [ $# -ne 1 ]; then
   echo "usage: bash tests/run_gpu_suite.sh OUTDIR" >&2
@@ -30,7 +34,6 @@ fi
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUTDIR=$(mkdir -p "$1" && cd "$1" && pwd)
 WORK_DIR=${WORK_DIR:-/tmp/flashmma-suite}
-BUILD="$WORK_DIR/build"
 JOBS=${JOBS:-$(nproc)}
 CUDA_ARCHS=${CUDA_ARCHS:-90a}
 LOG="$OUTDIR/gpu_suite.log"
@@ -41,6 +44,7 @@ summary=()
 
 # shellcheck source=tests/tools/gpu_steps.sh
 source "$REPO/tests/tools/gpu_steps.sh"
+BUILD=$(build_dir)
 
 # The build is bounded (BUILD_TIMEOUT seconds, default 480) and keeps going past a failed target,
 # so that the steps after it run on whatever was built; on a timeout the compilers still running
@@ -64,7 +68,9 @@ build() {
 }
 
 run_ctest() {
-  ctest --test-dir "$BUILD" --output-on-failure -j 4 --timeout "${TEST_TIMEOUT:-300}" | tee "$OUTDIR/ctest.log"
+  # shellcheck disable=SC2086  # CTEST_ARGS is split on purpose
+  ctest --test-dir "$BUILD" --output-on-failure -j 4 --timeout "${TEST_TIMEOUT:-300}" \
+    ${CTEST_ARGS:-} | tee "$OUTDIR/ctest.log"
   local status=${PIPESTATUS[0]}
   grep -E "tests passed|tests failed" "$OUTDIR/ctest.log" | tail -n 1 > "$WORK_DIR/ctest-line"
   return "$status"
@@ -128,7 +134,7 @@ no_arch() {
     grep -q "compute_75" "$WORK_DIR/no_arch.out" && grep -q "exit status 1" "$WORK_DIR/no_arch.out"
 }
 
-step build build
+[ -n "${PREBUILT:-}" ] || step build build
 if [ -z "${ONLY_POLICIES:-}" ]; then
   step ctest run_ctest
   step large large

@@ -3,10 +3,15 @@
 # steps that log to $LOG and record their outcome, and the Catch2 they build against. The
 # sourcing script sets REPO, WORK_DIR and LOG, and declares the arrays `failed` and `summary`.
 
-# step NAME COMMAND...: runs COMMAND, appends its output to $LOG, records the outcome.
+# step NAME COMMAND...: runs COMMAND, appends its output to $LOG, records the outcome. Where
+# STEPS is set (a list of step names), a step not in it is left out and recorded as such.
 step() {
   local name=$1 start status
   shift
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then
+    summary+=("$(printf '%-13s %-4s' "$name" "left out (STEPS)")")
+    return 0
+  fi
   start=$(date +%s)
   echo "=== $name: $*" >> "$LOG"
   ("$@") >> "$LOG" 2>&1
@@ -15,6 +20,10 @@ step() {
                  "$(( $(date +%s) - start ))")")
   [ $status -eq 0 ] || failed+=("$name")
 }
+
+# The build folder: PREBUILT (a tree built elsewhere, at the same absolute path, for the same
+# source path), else $WORK_DIR/build. With PREBUILT the build step is left out.
+build_dir() { echo "${PREBUILT:-$WORK_DIR/build}"; }
 
 # The Catch2 install prefix: CATCH2_PREFIX, else the Debian package in .deps/, unpacked.
 catch2_prefix() {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packs what running a build tree needs (its executables and CTest files; no objects, no
+# libraries) into one archive, so that a GPU machine can run the tests and benchmarks of a tree
+# compiled elsewhere:
+#
+#   bash tests/tools/pack_build.sh BUILD_DIR ARCHIVE.tar.xz [SUBDIR...]
+#   # on the GPU machine, with the same source tree:
+#   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+#     ARCHIVE.tar.xz BUILD_DIR
+#   PREBUILT=BUILD_DIR CTEST_ARGS='-E ^(compile_fail|consumer)|kernel_symbols' \
+#     bash tests/run_gpu_suite.sh OUT
+#
+# SUBDIRs (e.g. tests, or examples bench) limit the archive to those folders of the tree; the
+# top-level CTest file always goes in. An ARCHIVE ending in .xz is xz-compressed, else gzip.
+# The tree must be unpacked at the absolute path it was built in (CTest records it). The
+# compile-fail, consumer and kernel-symbol tests need the tree's objects, build system and
+# install, which the archive leaves out: they run where the tree was built.
+set -eu
+if [ $# -lt 2 ]; then
+  echo "usage: bash tests/tools/pack_build.sh BUILD_DIR ARCHIVE.tar.xz [SUBDIR...]" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+archive=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+shift 2
+roots=("$@")
+[ ${#roots[@]} -eq 0 ] && roots=(.)
+cd "$build"
+{
+  echo ./CTestTestfile.cmake
+  find "${roots[@]/#/./}" -path '*/CMakeFiles' -prune -o -type f \
+    \( -name CTestTestfile.cmake -o \( -perm -u+x ! -name '*.a' ! -name '*.so' \) \) -print
+} | sed 's|^\./\./|./|' | sort -u > "$build/.packed-files"
+case "$archive" in
+  *.xz) tar -cf - -T "$build/.packed-files" | xz -T0 -6 > "$archive" ;;
+  *) tar -czf "$archive" -T "$build/.packed-files" ;;
+esac
+echo "$(wc -l < "$build/.packed-files") files, $(du -h "$archive" | cut -f1) in $archive"
