@@ -109,22 +109,26 @@ using Sm90Shapes =
 // that differ only in their policy.
 enum class AlibiSource { kLibrary, kUser };
 
-template <AlibiSource Source, flashmma::DefaultTile Tile>
+template <AlibiSource Source, flashmma::DefaultTile Tile, bool Hopper = false>
 struct AlibiPolicyEntry {
   static constexpr AlibiSource kSource = Source;
   static constexpr flashmma::DefaultTile kTile = Tile;
+  static constexpr bool kHopper = Hopper;  // on d = 128's Hopper default, whatever the mask
   static const char* name() {
     return Source == AlibiSource::kLibrary ? "alibi-policy" : "alibi-user";
   }
 };
 
 inline constexpr int kAlibiPolicyHeadDim = 128;
-// d = 128's compact tile is its causal one, so these two tiles cover every device.
+// d = 128's compact tile is its causal one, so these two tiles cover every device; on an H100 or
+// H200 the dispatch runs d = 128's Hopper default (one config for both masks), the third.
 using AlibiPolicyEntries =
     std::tuple<AlibiPolicyEntry<AlibiSource::kLibrary, flashmma::DefaultTile::kGeneral>,
                AlibiPolicyEntry<AlibiSource::kLibrary, flashmma::DefaultTile::kCausal>,
+               AlibiPolicyEntry<AlibiSource::kLibrary, flashmma::DefaultTile::kGeneral, true>,
                AlibiPolicyEntry<AlibiSource::kUser, flashmma::DefaultTile::kGeneral>,
-               AlibiPolicyEntry<AlibiSource::kUser, flashmma::DefaultTile::kCausal>>;
+               AlibiPolicyEntry<AlibiSource::kUser, flashmma::DefaultTile::kCausal>,
+               AlibiPolicyEntry<AlibiSource::kUser, flashmma::DefaultTile::kGeneral, true>>;
 
 inline constexpr std::size_t kDefaultCount = std::size(flashmma::kSupportedHeadDims);
 inline constexpr std::size_t kNamedCount = std::tuple_size_v<NamedShapes>;

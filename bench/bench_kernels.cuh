@@ -114,8 +114,12 @@ ConfigEntry make_alibi_policy_entry() {
   using Defaults = flashmma::DefaultConfig<Element, kAlibiPolicyHeadDim>;
   static_assert(std::is_same_v<typename Defaults::compact, typename Defaults::causal>,
                 "the ALiBi policy entries cover the general and causal tiles only");
-  using Config = std::conditional_t<Entry::kTile == flashmma::DefaultTile::kCausal,
-                                    typename Defaults::causal, typename Defaults::type>;
+  using Portable = std::conditional_t<Entry::kTile == flashmma::DefaultTile::kCausal,
+                                      typename Defaults::causal, typename Defaults::type>;
+  using Config =
+      std::conditional_t<Entry::kHopper,
+                         typename flashmma::Sm90DefaultConfig<Element, kAlibiPolicyHeadDim>::type,
+                         Portable>;
   using Alibi = std::conditional_t<Entry::kSource == AlibiSource::kLibrary, flashmma::AlibiBias,
                                    UserAlibi>;
   ConfigEntry entry = describe_entry<Config>(Entry::name());

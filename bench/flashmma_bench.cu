@@ -891,7 +891,9 @@ Result run_case(const Case& c, const ConfigEntry& requested,
   if (requested.name == kDefaultName || requested.follows_dispatch) {
     flashmma::DeviceInfo device;
     if (!flashmma::query_device(device).ok() ||
-        !flashmma::describe_default_kernel(params_for_set(0), device, result.kernel).ok()) {
+        !flashmma::describe_default_kernel(params_for_set(0), device,
+                                           flashmma::sm90a_code_loaded(), result.kernel)
+             .ok()) {
       result.kernel.clear();
     }
     if (requested.follows_dispatch) {

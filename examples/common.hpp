@@ -56,7 +56,8 @@ inline bool print_default_kernel(const flashmma::ForwardParams& params) {
   flashmma::DeviceInfo device;
   std::string kernel;
   if (!status_ok(flashmma::query_device(device), "flashmma::query_device") ||
-      !status_ok(flashmma::describe_default_kernel(params, device, kernel),
+      !status_ok(flashmma::describe_default_kernel(params, device, flashmma::sm90a_code_loaded(),
+                                                   kernel),
                  "flashmma::describe_default_kernel")) {
     return false;
   }

@@ -1,14 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Which kernel flashmma::forward(params, stream) runs: the choice itself, written once, and a
-// description of it for people. Host code: it names configs but compiles no kernel, so a host
-// translation unit can ask what would run.
-//
-//   std::string kernel;
-//   if (flashmma::Status s = flashmma::describe_default_kernel(params, device, kernel); s)
-//     std::printf("%s\n", kernel.c_str());
-//   // sm80::ForwardKernel<TileConfig<fp16, HeadDim 128, BlockM 256, BlockN 64, 8 warps,
-//   //   2 stages, XOR swizzle, 1 block/SM, rescale before exp, sm_80>, FullAttention,
-//   //   PlainScheduler>
+// Which portable kernel flashmma::forward(params, stream) runs: the built-in policy and the
+// default config of the head dim, written once. Host code: it names configs but compiles no
+// kernel. (launch_plan.hpp adds the rest of the choice, the Hopper kernel and split-KV, and
+// describe_default_kernel, which names the kernel for people.)
 #pragma once
 
 #include <cstddef>
@@ -200,26 +194,6 @@ decltype(auto) visit_default_kernel(const ForwardParams& params,
         out_of_range);
   };
   return params.dtype == ScalarType::kFloat16 ? walk(__half{}) : walk(__nv_bfloat16{});
-}
-
-// The kernel forward(params) would launch on `device` for an unsplit call, as
-// "sm80::ForwardKernel<TileConfig<...>, policy, scheduler>"; an invalid `params` gets
-// validate_params()'s error instead. (With a workspace, a decoding-sized call may be split:
-// launch_plan.hpp's forward_workspace_bytes says whether.)
-[[nodiscard]] inline Status describe_default_kernel(const ForwardParams& params,
-                                                    const DeviceInfo& device,
-                                                    std::string& description) {
-  if (Status s = validate_params(params); !s) return s;
-  description = visit_default_kernel(
-      params, device.smem_per_block_optin,
-      [&](const auto& policy, auto config) {
-        using Policy = std::decay_t<decltype(policy)>;
-        return "sm80::ForwardKernel<" + describe_config<decltype(config)>() + ", " +
-               builtin_policy_name(builtin_policy_for(params)) + ", " +
-               SchedulerFor<Policy>::kName + ">";
-      },
-      [] { return std::string(); });
-  return Status::success();
 }
 
 }  // namespace flashmma

@@ -40,6 +40,7 @@
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/sm90_default_configs.hpp"
 #include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/traits/tile_config.hpp"
 #include "flashmma/validate.hpp"
@@ -149,10 +150,12 @@ template <class Config, class Policy>
   return detail::launch_forward<Config>(params, policy, device, stream);
 }
 
-// Runs the default of one kernel head dim (traits/default_configs.hpp): the built-in policy
-// params ask for, on the general config when it masks nothing, on the causal one when it does,
-// or on the compact one on a GPU whose per-block shared memory cannot hold those. A translation
-// unit that calls it compiles six to twelve kernels: one per BuiltinPolicy and config it may run.
+// Runs the default of one kernel head dim: the built-in policy params ask for, on the Hopper
+// default (traits/sm90_default_configs.hpp) where launch_plan.hpp's runs_sm90_default says so,
+// else on the portable one (traits/default_configs.hpp): the general config when the policy
+// masks nothing, the causal one when it does, the compact one on a GPU whose per-block shared
+// memory cannot hold those. A translation unit that calls it compiles six to eighteen kernels:
+// one per BuiltinPolicy and config it may run.
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
@@ -164,11 +167,32 @@ template <class Element, int HeadDim>
     return visit_default_config<Element, HeadDim, Policy::kMasks>(
         device.smem_per_block_optin, [&](auto config) {
           // forward<Config, Policy> on the device already queried.
-          using Config = decltype(config);
-          if (Status s = validate_for_kernel(params, kernel_requirements<Config>()); !s) return s;
-          return detail::launch_forward<Config>(params, policy, device, stream);
+          using Portable = decltype(config);
+          using Hopper = Sm90DefaultConfig<Element, HeadDim>;
+          if constexpr (Hopper::kAvailable) {
+            using HopperKernel = ForwardKernelFor<typename Hopper::type, Policy>;
+            if (detail::runs_sm90_default<Portable, typename Hopper::type>(
+                    params, device, detail::sm90a_code_loaded<HopperKernel>())) {
+              return detail::launch_forward<typename Hopper::type>(params, policy, device,
+                                                                   stream);
+            }
+          }
+          if (Status s = validate_for_kernel(params, kernel_requirements<Portable>()); !s) {
+            return s;
+          }
+          return detail::launch_forward<Portable>(params, policy, device, stream);
         });
   });
+}
+
+// Whether this translation unit's kernels hold sm_90a code that the current GPU loaded: the
+// `sm90a_code` of describe_default_kernel (launch_plan.hpp) for a program that compiles the
+// default dispatch itself. (One that links flashmma::kernels asks about the library's build: it
+// holds sm_90a code when CMAKE_CUDA_ARCHITECTURES had 90a.)
+template <int kUnused = 0>
+bool sm90a_code_loaded() {
+  using Probe = ForwardKernelFor<Sm90DefaultConfig<__half, 128>::type, FullAttention>;
+  return detail::sm90a_code_loaded<Probe>();
 }
 
 namespace detail {
@@ -186,7 +210,8 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types with every built-in policy it runs on (132 kernels); call forward<Config> to
+// element types with every built-in policy it runs on (132 portable kernels and 36 Hopper ones,
+// the latter empty outside an sm_90a pass); call forward<Config> to
 // compile just one config (six kernels), or link flashmma::kernels to compile none. It is a
 // template only so that merely including this header instantiates nothing.
 template <int kUnused = 0>

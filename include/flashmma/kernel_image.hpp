@@ -61,22 +61,33 @@ inline Status check_kernel_image(const void* kernel, int min_compute_capability,
 // The static shared memory of the architecture-feature probe in an sm_90a module.
 inline constexpr int kArchSpecificMarkerBytes = 48;
 
-// Ok when the module of `probe` (launch.cuh's arch_feature_probe, instantiated beside the
-// kernel) was compiled with sm_90a's architecture-specific features.
+// Whether the module of `probe` (launch.cuh's arch_feature_probe, instantiated beside the
+// kernel) was compiled with sm_90a's architecture-specific features; `binary_version` receives
+// the architecture of the code the GPU loaded for it.
+inline Status read_arch_specific_image(const void* probe, bool& arch_specific,
+                                       int& binary_version) {
+  cudaFuncAttributes attributes{};
+  const cudaError_t error = cudaFuncGetAttributes(&attributes, probe);
+  if (error != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next check
+  if (Status s = cuda_status(error, "cudaFuncGetAttributes"); !s) return s;
+  arch_specific =
+      attributes.sharedSizeBytes == static_cast<std::size_t>(kArchSpecificMarkerBytes);
+  binary_version = attributes.binaryVersion;
+  return Status::success();
+}
+
+// Ok when the module of `probe` was compiled with sm_90a's architecture-specific features.
 inline Status check_arch_specific_image(const void* probe, const char* arch_name,
                                         const char* kernel_name) {
-  cudaFuncAttributes attributes{};
-  if (Status s = cuda_status(cudaFuncGetAttributes(&attributes, probe), "cudaFuncGetAttributes");
-      !s)
-    return s;
-  if (attributes.sharedSizeBytes == static_cast<std::size_t>(kArchSpecificMarkerBytes)) {
-    return Status::success();
-  }
+  bool arch_specific = false;
+  int binary_version = 0;
+  if (Status s = read_arch_specific_image(probe, arch_specific, binary_version); !s) return s;
+  if (arch_specific) return Status::success();
   return Status::error(
       ErrorCode::kUnsupportedDevice,
       std::string("flashmma: ") + kernel_name + " is written for " + arch_name +
           " but the code this GPU loaded was compiled for sm_" +
-          std::to_string(attributes.binaryVersion) +
+          std::to_string(binary_version) +
           " without the architecture-specific features (wgmma, setmaxnreg), so its body is "
           "compiled out; build for " + arch_name + ": nvcc -arch=" + arch_name +
           ", or CMake's CUDA_ARCHITECTURES \"" + std::string(arch_name).substr(3) + "\"");

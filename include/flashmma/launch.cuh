@@ -49,6 +49,18 @@ __global__ void arch_feature_probe(int* sink) {
 #endif
 }
 
+// Whether the code the GPU loaded for Kernel's module holds sm_90a's features (wgmma, TMA):
+// what the default dispatch asks before it picks a Hopper kernel. False where it cannot tell.
+template <class Kernel>
+bool sm90a_code_loaded() {
+  bool arch_specific = false;
+  int binary_version = 0;
+  return read_arch_specific_image(reinterpret_cast<const void*>(arch_feature_probe<Kernel>),
+                                  arch_specific, binary_version)
+             .ok() &&
+         arch_specific;
+}
+
 template <class Kernel>
 Status launch_kernel(const typename Kernel::Params& params, const GridShape& grid,
                      cudaStream_t stream) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What a launch of a config looks like on a device, worked out on the host without compiling a
-// kernel: the schedulers' inputs, the split-KV split count, and the workspace that needs. Host
-// code may include it (forward_workspace_bytes is callable from a .cpp file).
+// What a launch looks like on a device, worked out on the host without compiling a kernel: the
+// schedulers' inputs, the split-KV split count and the workspace that needs, whether the default
+// dispatch runs the Hopper kernel, and a description of the kernel it runs. Host code may include
+// it (forward_workspace_bytes and describe_default_kernel are callable from a .cpp file).
 #pragma once
 
 #include <cstddef>
@@ -15,8 +16,10 @@
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
 #include "flashmma/params.hpp"
+#include "flashmma/sm90/tensor_maps.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
+#include "flashmma/traits/sm90_default_configs.hpp"
 #include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/validate.hpp"
 
@@ -86,6 +89,26 @@ Status plan_splits(const ForwardParams& p, const DeviceInfo& device, const Sched
   }
 }
 
+// Whether forward(params) runs the Hopper default `Hopper` rather than the portable default
+// `Portable` of the same head dim: on a compute capability 9.0 GPU whose loaded code holds
+// sm_90a (`sm90a_code`; forward.cuh asks the kernel's module), when TMA can describe every
+// tensor (sm90/tensor_maps.hpp) and the portable plan does not split the call (the Hopper kernel
+// has no split-KV yet; a decoding-sized call with a workspace runs split on the portable one).
+// Anything else runs the portable kernel, which takes every valid call.
+template <class Portable, class Hopper>
+bool runs_sm90_default(const ForwardParams& p, const DeviceInfo& device, bool sm90a_code) {
+  if (!sm90a_code || device.compute_capability != 90) return false;
+  if (!validate_for_kernel(p, kernel_requirements<Hopper>()).ok() ||
+      !validate_for_device(device, kernel_requirements<Hopper>()).ok() ||
+      !sm90::check_tma_layout(p).ok()) {
+    return false;
+  }
+  int splits = 1;
+  return plan_splits<Portable>(p, device, scheduler_inputs<Portable>(p, device), false, splits)
+             .ok() &&
+         splits == 1;
+}
+
 // The workspace layout of a split call.
 inline SplitWorkspace split_layout(const ForwardParams& p, int splits) {
   return split_workspace(splits, p.batch, p.heads_q, p.seqlen_q, p.head_dim);
@@ -144,6 +167,49 @@ template <class Config>
         return detail::workspace_bytes<decltype(config)>(params, device, bytes);
       },
       [&] { return validate_params(params); });
+}
+
+// The kernel forward(params) launches on `device`, for people and tests:
+//   "sm90::ForwardKernel<Sm90TileConfig<...>, CausalMask, HeaviestFirstScheduler>"
+//   "sm80::ForwardKernel<TileConfig<...>, FullAttention, PlainScheduler>"
+//   "sm80::ForwardKernel<TileConfig<...>, FullAttention, SplitScheduler> in 4 splits, then
+//    split_combine_kernel"
+// `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
+// sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
+// links flashmma::kernels built for 90a passes true). An invalid `params` gets
+// validate_params()'s error instead.
+[[nodiscard]] inline Status describe_default_kernel(const ForwardParams& params,
+                                                    const DeviceInfo& device, bool sm90a_code,
+                                                    std::string& description) {
+  if (Status s = validate_params(params); !s) return s;
+  const std::string policy_name = builtin_policy_name(builtin_policy_for(params));
+  description = visit_default_kernel(
+      params, device.smem_per_block_optin,
+      [&](const auto& policy, auto config) {
+        using Policy = std::decay_t<decltype(policy)>;
+        using Portable = decltype(config);
+        using Hopper = Sm90DefaultConfig<typename Portable::element_type, Portable::kHeadDim>;
+        if constexpr (Hopper::kAvailable) {
+          if (detail::runs_sm90_default<Portable, typename Hopper::type>(params, device,
+                                                                         sm90a_code)) {
+            return "sm90::ForwardKernel<" + describe_config<typename Hopper::type>() + ", " +
+                   policy_name + ", " + SchedulerFor<Policy>::kName + ">";
+          }
+        }
+        int splits = 1;
+        if (Status s = detail::plan_splits<Portable>(
+                params, device, detail::scheduler_inputs<Portable>(params, device), false,
+                splits);
+            !s || splits == 1) {
+          return "sm80::ForwardKernel<" + describe_config<Portable>() + ", " + policy_name +
+                 ", " + SchedulerFor<Policy>::kName + ">";
+        }
+        return "sm80::ForwardKernel<" + describe_config<Portable>() + ", " + policy_name + ", " +
+               SplitScheduler::kName + "> in " + std::to_string(splits) + " splits, then " +
+               "split_combine_kernel";
+      },
+      [] { return std::string(); });
+  return Status::success();
 }
 
 }  // namespace flashmma

@@ -5,6 +5,7 @@
 #include "support/catch.hpp"
 
 #include <flashmma/default_dispatch.hpp>
+#include <flashmma/launch_plan.hpp>
 #include <flashmma/params.hpp>
 
 #include <cstdint>
@@ -122,20 +123,102 @@ TEST_CASE("describe_default_kernel names the policy, config and block order", "[
   p.o = reinterpret_cast<void*>(0x20000);
   p.q_strides = p.k_strides = p.v_strides = p.o_strides =
       flashmma::bshd_strides(4096, 4, 128);
-  const flashmma::DeviceInfo hopper{90, 227 * 1024, 50 * 1024 * 1024};
+  const flashmma::DeviceInfo hopper{90, 227 * 1024, 50 * 1024 * 1024, 132, 228 * 1024, 2048};
+  const bool portable_only = false;  // a build without sm_90a code
   std::string kernel;
-  REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
-  CHECK_THAT(kernel, Contains("FullAttention, PlainScheduler>") && Contains("BlockM 256"));
+  REQUIRE(flashmma::describe_default_kernel(p, hopper, portable_only, kernel).ok());
+  CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") &&
+                         Contains("FullAttention, PlainScheduler>") && Contains("BlockM 256"));
 
   p.window_left = 512;
   p.window_right = 0;
-  REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+  REQUIRE(flashmma::describe_default_kernel(p, hopper, portable_only, kernel).ok());
   CHECK_THAT(kernel, Contains("SlidingWindow, HeaviestFirstScheduler>") && Contains("BlockM 128"));
 
   p.softcap = 50.f;
-  REQUIRE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+  REQUIRE(flashmma::describe_default_kernel(p, hopper, portable_only, kernel).ok());
   CHECK_THAT(kernel, Contains("Combined<Softcap, SlidingWindow>, HeaviestFirstScheduler>"));
 
   p.softcap = -1.f;
-  CHECK_FALSE(flashmma::describe_default_kernel(p, hopper, kernel).ok());
+  CHECK_FALSE(flashmma::describe_default_kernel(p, hopper, portable_only, kernel).ok());
+}
+
+// A call like the one above, at another head dim.
+static ForwardParams hopper_call(int64_t head_dim) {
+  ForwardParams p = params(4096, 4096);
+  p.head_dim = head_dim;
+  p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000);
+  p.o = reinterpret_cast<void*>(0x20000);
+  p.q_strides = p.k_strides = p.v_strides = p.o_strides =
+      flashmma::bshd_strides(4096, 4, head_dim);
+  return p;
+}
+
+TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 where it can",
+          "[dispatch][sm90]") {
+  const flashmma::DeviceInfo h200{90, 227 * 1024, 60 * 1024 * 1024, 132, 228 * 1024, 2048};
+  std::string kernel;
+
+  SECTION("the head dims with a Hopper default, with every built-in policy") {
+    for (const int64_t head_dim : {40, 64, 104, 128, 256}) {
+      ForwardParams p = hopper_call(head_dim);
+      CAPTURE(head_dim);
+      REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+      CHECK_THAT(kernel, Contains("sm90::ForwardKernel<Sm90TileConfig<fp16, HeadDim " +
+                                  std::to_string(flashmma::kernel_head_dim_for(head_dim))) &&
+                             Contains("FullAttention, PlainScheduler>"));
+      p.mask = flashmma::MaskKind::kCausal;
+      p.softcap = 30.f;
+      REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+      CHECK_THAT(kernel, Contains("sm90::ForwardKernel<") &&
+                             Contains("Combined<Softcap, SlidingWindow>, HeaviestFirstScheduler>"));
+    }
+    ForwardParams p = hopper_call(128);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("BlockN 128") && Contains("ping-pong"));
+  }
+  SECTION("the portable kernel everywhere else") {
+    const auto portable = [&](const ForwardParams& p, const flashmma::DeviceInfo& device,
+                              bool sm90a_code) {
+      REQUIRE(flashmma::describe_default_kernel(p, device, sm90a_code, kernel).ok());
+      return kernel.rfind("sm80::ForwardKernel<TileConfig<", 0) == 0;
+    };
+    CHECK(portable(hopper_call(128), h200, false));  // no sm_90a code in the build
+    flashmma::DeviceInfo a100 = h200;
+    a100.compute_capability = 80;
+    CHECK(portable(hopper_call(128), a100, true));
+    flashmma::DeviceInfo blackwell = h200;
+    blackwell.compute_capability = 100;  // sm_90a code does not run there
+    CHECK(portable(hopper_call(128), blackwell, true));
+    for (const int64_t head_dim : {32, 96, 160, 192, 224}) {  // no Hopper default yet
+      CAPTURE(head_dim);
+      CHECK(portable(hopper_call(head_dim), h200, true));
+    }
+    ForwardParams backwards = hopper_call(128);  // K read with a negative row stride
+    backwards.k_strides.row = -backwards.k_strides.row;
+    backwards.k = reinterpret_cast<const void*>(0x10000 + 4095 * 4 * 128 * 2);
+    CHECK(portable(backwards, h200, true));
+    ForwardParams unaligned = hopper_call(128);  // V 8-byte aligned: TMA needs 16 (so does cp.async)
+    unaligned.v = reinterpret_cast<const void*>(0x10008);
+    CHECK_FALSE(flashmma::sm90::check_tma_layout(unaligned).ok());
+    ForwardParams explicit_split = hopper_call(128);
+    explicit_split.num_splits = 4;
+    explicit_split.workspace = reinterpret_cast<void*>(0x40000);
+    explicit_split.workspace_bytes = std::size_t{1} << 30;
+    CHECK(portable(explicit_split, h200, true));
+    CHECK_THAT(kernel, Contains("SplitScheduler> in 4 splits, then split_combine_kernel"));
+  }
+  SECTION("a decoding call with a workspace splits on the portable kernel, one without does not") {
+    ForwardParams decode = hopper_call(128);
+    decode.seqlen_q = 1;
+    decode.seqlen_k = 65536;
+    decode.q_strides = decode.o_strides = flashmma::bshd_strides(1, 4, 128);
+    decode.k_strides = decode.v_strides = flashmma::bshd_strides(65536, 4, 128);
+    REQUIRE(flashmma::describe_default_kernel(decode, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("sm90::ForwardKernel<"));
+    decode.workspace = reinterpret_cast<void*>(0x40000);
+    decode.workspace_bytes = std::size_t{1} << 30;
+    REQUIRE(flashmma::describe_default_kernel(decode, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") && Contains("splits, then"));
+  }
 }

@@ -158,6 +158,34 @@ TEST_CASE("forward(params) dispatches every head dim and dtype", "[gpu][forward]
   }
 }
 
+// On an H100 or H200 running sm_90a code, forward(params) takes the Hopper default of the head
+// dims that have one (launch_plan.hpp's runs_sm90_default), with and without the mask, and its
+// results match the reference like the portable kernel's (the variant fields on it:
+// test_forward_variant_params.cu). Elsewhere the case says why it checks nothing more.
+TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0",
+          "[gpu][forward][api][sm90]") {
+  flashmma::DeviceInfo device;
+  REQUIRE(flashmma::query_device(device).ok());
+  if (device.compute_capability != 90 || !flashmma::sm90a_code_loaded()) {
+    SUCCEED("not a compute capability 9.0 GPU running sm_90a code: the portable kernel runs");
+    return;
+  }
+  for (const int64_t head_dim : {40, 64, 128, 256}) {
+    for (const bool causal : {false, true}) {
+      const AttentionCase c = make_case(2, 300, 333, 4, 2, head_dim, causal, Layout::kBSHD);
+      DYNAMIC_SECTION("bf16 " << c.describe()) {
+        const CaseTensors<__nv_bfloat16> t =
+            flashmma::test::make_case_tensors<__nv_bfloat16>(c);
+        std::string kernel;
+        REQUIRE(flashmma::describe_default_kernel(t.params, device, true, kernel).ok());
+        INFO(kernel);
+        CHECK(kernel.rfind("sm90::ForwardKernel<Sm90TileConfig<bf16", 0) == 0);
+        flashmma::test::check_forward_case<__nv_bfloat16>(c, default_forward);
+      }
+    }
+  }
+}
+
 // Under the causal mask the kernel walks the (head, batch) pairs in groups whose K/V fit in a share
 // of L2, each heaviest query tile first (attention/scheduler.hpp); the other tests are too small
 // for more than one group. Here 15 pairs (5 batch entries of 3 heads) each get enough keys that 14

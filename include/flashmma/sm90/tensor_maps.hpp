@@ -75,6 +75,36 @@ inline Status encode_forward_map(const char* name, const void* data, ScalarType 
 
 }  // namespace detail
 
+// Ok when TMA can describe q, k, v and o of validated params as the Hopper kernel reads and
+// writes them (strides positive and multiples of 16 bytes, base addresses 16-byte aligned, sizes
+// within the driver's limits); else the error of the first tensor that cannot be, naming it.
+// Host code that encodes nothing: the default dispatch asks it to choose between the kernels.
+[[nodiscard]] inline Status check_tma_layout(const ForwardParams& p) {
+  struct Tensor {
+    const char* name;
+    const void* data;
+    int64_t rows;
+    int64_t heads;
+    const TensorStrides& strides;
+  };
+  const Tensor tensors[4] = {{"q", p.q, p.seqlen_q, p.heads_q, p.q_strides},
+                             {"k", p.k, p.seqlen_k, p.heads_kv, p.k_strides},
+                             {"v", p.v, p.seqlen_k, p.heads_kv, p.v_strides},
+                             {"o", p.o, p.seqlen_q, p.heads_q, p.o_strides}};
+  for (const Tensor& t : tensors) {
+    ptx::sm90::TensorTile tile;
+    if (Status s = detail::forward_tensor_tile(t.name, t.data, p.dtype, p.head_dim, t.rows,
+                                               t.heads, p.batch, t.strides,
+                                               ptx::sm90::kWgmmaM, tile);
+        !s)
+      return s;
+    if (Status s = ptx::sm90::check_tensor_tile(tile); !s) {
+      return Status::error(s.code(), std::string(t.name) + ": " + s.message());
+    }
+  }
+  return Status::success();
+}
+
 // Fills `maps` (q, k, v, o) for Config from validated params.
 template <class Config, class Maps>
 Status make_forward_tensor_maps(const ForwardParams& p, Maps& maps) {
