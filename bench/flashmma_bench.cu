@@ -48,6 +48,8 @@
 #include "device_buffer.hpp"
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
+#include "flashmma/forward.cuh"  // sm90a_code_loaded (the kernels are in the shards)
+#include "flashmma/launch_plan.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/default_configs.hpp"
