@@ -189,10 +189,13 @@ template <class Element, int HeadDim>
 // `sm90a_code` of describe_default_kernel (launch_plan.hpp) for a program that compiles the
 // default dispatch itself. (One that links flashmma::kernels asks about the library's build: it
 // holds sm_90a code when CMAKE_CUDA_ARCHITECTURES had 90a.)
+namespace detail {
+struct TranslationUnitProbe {};  // names the probe kernel; no forward kernel is compiled for it
+}  // namespace detail
+
 template <int kUnused = 0>
 bool sm90a_code_loaded() {
-  using Probe = ForwardKernelFor<Sm90DefaultConfig<__half, 128>::type, FullAttention>;
-  return detail::sm90a_code_loaded<Probe>();
+  return detail::sm90a_code_loaded<detail::TranslationUnitProbe>();
 }
 
 namespace detail {
