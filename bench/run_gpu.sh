@@ -38,6 +38,7 @@
 #   COMPARE_VARIANTS_ARGS  extra compare_variants.py arguments (e.g. "--quick", "--dtype fp16")
 #   PYTEST_ARGS      extra pytest arguments (e.g. "-x")
 #   HOST_CC, HOST_CXX  host compilers (default /usr/bin/gcc and /usr/bin/g++ where they exist)
+#   SKIP_STEPS       steps to leave out, e.g. "bench_fa2 mma_peak plot"
 #   PREBUILT         a build tree with flashmma_bench and flashmma_mma_peak compiled elsewhere
 #                    (CUDA architectures 90a): the benchmark builds are left out and the variant
 #                    steps use its flashmma_bench
@@ -84,6 +85,11 @@ step() {
   local name=$1
   shift
   local start end status
+  if [[ " ${SKIP_STEPS:-} " == *" $name "* ]]; then
+    echo "left out by SKIP_STEPS" > "$STEP_LOGS/$name.log"
+    echo "$name skip 0" > "$STEP_LOGS/$name.status"
+    return 0
+  fi
   start=$(date +%s.%N)
   ("$@") > "$STEP_LOGS/$name.log" 2>&1
   status=$?
@@ -99,7 +105,10 @@ finish() {
     echo "=================================================================== $name"
     cat "$STEP_LOGS/$name.log"
   } >> "$LOG"
-  if [ "$status" -eq 0 ]; then
+  if [ "$status" = skip ]; then
+    note "[skip]   $name (SKIP_STEPS)"
+    SKIPPED+=("$name")
+  elif [ "$status" -eq 0 ]; then
     note "[ok]     $name (${seconds} s)"
   else
     note "[FAILED] $name (exit $status, ${seconds} s; see run_gpu.log)"

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // forward<Config> for the causal and compact defaults that differ from the general ones (fp16
 // and bf16), over the case matrix and routed head dims; and forward() itself choosing among a
-// head dim's defaults on this device.
+// head dim's defaults on this device, the Hopper one included.
 #include "support/catch.hpp"
 
 #include <vector>
 
+#include "flashmma/launch_plan.hpp"
 #include "support/forward_case.cuh"
 #include "support/test_configs.hpp"
 
@@ -21,9 +22,25 @@ using flashmma::ForwardParams;
 using flashmma::Status;
 using flashmma::test::AttentionCase;
 
-// Runs forward_default_config<Element, HeadDim> and forward<the config default_tile names
-// for this device> on the same inputs; both are deterministic, so the outputs must be equal
-// bit for bit.
+// The config forward<...> runs as the expectation of check_dispatch: Portable, or the Hopper
+// default of the head dim where the dispatch's rules (launch_plan.hpp) pick it on this device.
+template <class Element, int HeadDim, class Portable>
+Status forward_as_dispatched(const ForwardParams& params, const flashmma::DeviceInfo& device) {
+  using Hopper = flashmma::Sm90DefaultConfig<Element, HeadDim>;
+  if constexpr (Hopper::kAvailable) {
+    if (flashmma::detail::runs_sm90_default<Portable, typename Hopper::type>(
+            params, device, flashmma::sm90a_code_loaded())) {
+      UNSCOPED_INFO("expected: the Hopper default");
+      return flashmma::forward<typename Hopper::type>(params);
+    }
+  }
+  UNSCOPED_INFO("expected: the portable default");
+  return flashmma::forward<Portable>(params);
+}
+
+// Runs forward_default_config<Element, HeadDim> and forward<the config the dispatch picks for
+// this device> (default_tile's portable tile, or the Hopper default) on the same inputs; both are
+// deterministic, so the outputs must be equal bit for bit.
 template <class Element, int HeadDim>
 void check_dispatch(bool causal) {
   using Defaults = flashmma::DefaultConfig<Element, HeadDim>;
@@ -37,13 +54,16 @@ void check_dispatch(bool causal) {
   Status expected_status;
   switch (flashmma::default_tile<Element, HeadDim>(causal, device.smem_per_block_optin)) {
     case DefaultTile::kGeneral:
-      expected_status = flashmma::forward<typename Defaults::type>(t.params);
+      expected_status =
+          forward_as_dispatched<Element, HeadDim, typename Defaults::type>(t.params, device);
       break;
     case DefaultTile::kCausal:
-      expected_status = flashmma::forward<typename Defaults::causal>(t.params);
+      expected_status =
+          forward_as_dispatched<Element, HeadDim, typename Defaults::causal>(t.params, device);
       break;
     case DefaultTile::kCompact:
-      expected_status = flashmma::forward<typename Defaults::compact>(t.params);
+      expected_status =
+          forward_as_dispatched<Element, HeadDim, typename Defaults::compact>(t.params, device);
       break;
   }
   REQUIRE(expected_status.ok());
