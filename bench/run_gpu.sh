@@ -39,9 +39,9 @@
 #   PYTEST_ARGS      extra pytest arguments (e.g. "-x")
 #   HOST_CC, HOST_CXX  host compilers (default /usr/bin/gcc and /usr/bin/g++ where they exist)
 #   SKIP_STEPS       steps to leave out, e.g. "bench_fa2 mma_peak plot"
-#   PREBUILT         a build tree with flashmma_bench and flashmma_mma_peak compiled elsewhere
-#                    (CUDA architectures 90a): the benchmark builds are left out and the variant
-#                    steps use its flashmma_bench
+#   PREBUILT         a build tree with flashmma_bench and flashmma_mma_peak (with ONLY_VARIANTS:
+#                    flashmma_bench_variants) compiled elsewhere for CUDA architectures 90a: the
+#                    benchmark builds are left out
 #
 # Why the host compilers are pinned: the GPU image's CC/CXX (under /opt/gcc) link libstdc++
 # statically into shared objects. A PyTorch extension linked that way carries its own copy of the
@@ -258,10 +258,12 @@ run_compare_variants() {
 }
 if [ -n "$ONLY_VARIANTS" ] || [ "$VARIANTS" != 0 ]; then
   VARIANTS_BENCH="$BUILD_DIR/bench/flashmma_bench"
-  if [ -n "$ONLY_VARIANTS" ] && [ -z "${PREBUILT:-}" ]; then
+  if [ -n "$ONLY_VARIANTS" ]; then
     VARIANTS_BENCH="$BUILD_DIR/bench/flashmma_bench_variants"
-    step variants_build build_variants_bench
-    finish variants_build
+    if [ -z "${PREBUILT:-}" ]; then
+      step variants_build build_variants_bench
+      finish variants_build
+    fi
   fi
   VARIANTS_BENCH_ARGS="--preset variants --dtype both --format csv --out bench_variants.csv${BENCH_ARGS:+ $BENCH_ARGS}"
   # No stale numbers: compare_variants reads whatever bench_variants.csv is there.

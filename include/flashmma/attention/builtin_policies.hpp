@@ -103,14 +103,13 @@ struct AlibiBias : ScorePolicyBase {
 
   FLASHMMA_HOST_DEVICE float transform(float scaled_score, const ScoreCoord& c,
                                        const SequenceLengths& lengths) const {
-    // The two positions are converted to float apart and then subtracted: exact below 2^24,
-    // and within an ulp of the distance above. Written as one integer distance, the compiler
-    // hoisted the column part of every score out of the key loop and kept 64 of them live (a
-    // 280-byte spill at d = 128, with 64-bit coordinates); a conversion per score cannot be
-    // hoisted, and the query's half is one per row.
-    const float query_position = static_cast<float>(c.query + lengths.diagonal());
-    const float key_position = static_cast<float>(c.key);
-    return fmaf(-slope(c.batch, c.head), fabsf(query_position - key_position), scaled_score);
+    // The distance in 32-bit integers (positions are at most 2^30, so it lies in
+    // (-2^30, 2^30)), then one conversion: as two conversions and a float subtraction it was
+    // up to 8% slower on the Hopper kernel and 192 instructions longer on the portable one (d = 128,
+    // docs/tuning-log.md step 30). Exact below 2^24, within an ulp of the distance above.
+    const int32_t distance = c.query + lengths.diagonal() - c.key;
+    return scaled_score -
+           slope(c.batch, c.head) * static_cast<float>(distance < 0 ? -distance : distance);
   }
 };
 
