@@ -4,8 +4,9 @@
 //
 // Only the head dims where the Hopper kernel was measured faster than the portable default have
 // one (H200, bf16, 1k-16k keys, with and without the causal mask; docs/tuning-log.md step 26):
-//   64   128 keys per tile, 2 stages, 2 consumer warpgroups   389-439 TFLOP/s against 305-336
-//   128  the same with ping-pong                              526-652 against 262-390
+//   64   128 keys per tile, 2 stages, 2 consumer warpgroups   225-439 TFLOP/s against 226-336
+//                                                             (even only at causal N = 1k)
+//   128  the same with ping-pong                              355-652 against 262-390
 //   256  80 keys per tile                                     411-769 against 248-344
 // The other kernel head dims (32, 96, 160, 192, 224) run the portable default until they are
 // measured: a head dim below a multiple of 64 is padded to it in shared memory, which costs the
