@@ -23,6 +23,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUTDIR=$(mkdir -p "$1" && cd "$1" && pwd)
 WORK_DIR=${WORK_DIR:-/tmp/flashmma-sm90}
 JOBS=${JOBS:-$(nproc)}
+CUDA_ARCHS=90a  # the Hopper tests and tiles exist only there
 LOG="$OUTDIR/run_sm90.log"
 mkdir -p "$WORK_DIR"
 : > "$LOG"
@@ -51,17 +52,10 @@ EOF
 }
 
 build() {
-  local generator=() keep_going=() status
-  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja) && keep_going=(-- -k 0)
-  cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH="$(catch2_prefix)" || return 1
-  timeout "${BUILD_TIMEOUT:-420}" cmake --build "$BUILD" -j "$JOBS" --target \
+  bounded_build 420 --target \
     test_sm90_descriptor test_sm90_wgmma_layout test_sm90_tensor_map test_sm90_tile_config \
     test_sm90_tma test_sm90_wgmma_ss test_sm90_wgmma_rs test_sm90_barriers test_sm90_stmatrix \
-    test_forward_sm90 flashmma_bench "${keep_going[@]}"
-  status=$?
-  [ $status -eq 124 ] && echo "build: stopped after ${BUILD_TIMEOUT:-420} s"
-  return $status
+    test_forward_sm90 flashmma_bench
 }
 
 run_ctest() {
@@ -84,10 +78,5 @@ step compile_time compile_one
 step ctest run_ctest
 step bench run_bench
 
-{
-  echo "commit ${FLASHMMA_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
-  printf '%s\n' "${summary[@]}"
-  grep "compile time" "$LOG"
-  cat "$WORK_DIR/ctest-line" 2>/dev/null
-} | tee "$OUTDIR/summary.txt"
-[ ${#failed[@]} -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
+compile_time_line() { grep "compile time" "$LOG"; }
+finish_run compile_time_line

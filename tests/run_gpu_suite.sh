@@ -46,25 +46,11 @@ summary=()
 source "$REPO/tests/tools/gpu_steps.sh"
 BUILD=$(build_dir)
 
-# The build is bounded (BUILD_TIMEOUT seconds, default 480) and keeps going past a failed target,
-# so that the steps after it run on whatever was built; on a timeout the compilers still running
-# are listed in the log (a build once stalled on the GPU machine with no error).
+# Everything, or test_forward_policies alone (ONLY_POLICIES), within BUILD_TIMEOUT (default 480).
 build() {
-  local generator=() targets=() keep_going=() status
+  local targets=()
   [ -n "${ONLY_POLICIES:-}" ] && targets=(--target test_forward_policies)
-  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja) && keep_going=(-- -k 0)
-  cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCMAKE_PREFIX_PATH="$(catch2_prefix)" ||
-    return 1
-  NINJA_STATUS="[%f/%t %es] " timeout "${BUILD_TIMEOUT:-480}" \
-    cmake --build "$BUILD" -j "$JOBS" "${targets[@]}" "${keep_going[@]}"
-  status=$?
-  if [ $status -eq 124 ]; then
-    echo "build: stopped after ${BUILD_TIMEOUT:-480} s; still running:"
-    ps -eo etimes,args | grep -E "nvcc|cicc|ptxas|cudafe|cc1plus|nvlink|fatbinary| ld " |
-      grep -v grep | cut -c1-300
-  fi
-  return $status
+  bounded_build 480 "${targets[@]}"
 }
 
 run_ctest() {
@@ -146,9 +132,4 @@ step policies sanitize_policies
 [ -z "${ONLY_POLICIES:-}" ] && step variants sanitize_variants
 step no_arch no_arch
 
-{
-  echo "commit ${FLASHMMA_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
-  printf '%s\n' "${summary[@]}"
-  cat "$WORK_DIR/ctest-line" 2>/dev/null
-} | tee "$OUTDIR/summary.txt"
-[ ${#failed[@]} -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
+finish_run

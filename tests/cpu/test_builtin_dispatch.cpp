@@ -32,6 +32,17 @@ ForwardParams params(int64_t seqlen_q, int64_t seqlen_k) {
 
 const float* fake_slopes() { return reinterpret_cast<const float*>(0x60000); }
 
+// A call of 4096 queries and keys with stand-in addresses (nothing is launched), [B, S, H, D].
+ForwardParams described_call(int64_t head_dim) {
+  ForwardParams p = params(4096, 4096);
+  p.head_dim = head_dim;
+  p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000);
+  p.o = reinterpret_cast<void*>(0x20000);
+  p.q_strides = p.k_strides = p.v_strides = p.o_strides =
+      flashmma::bshd_strides(4096, 4, head_dim);
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("The fields choose one of four built-in policies", "[dispatch]") {
@@ -118,11 +129,7 @@ TEST_CASE("Windows that hide nothing run as no window", "[dispatch]") {
 }
 
 TEST_CASE("describe_default_kernel names the policy, config and block order", "[dispatch]") {
-  ForwardParams p = params(4096, 4096);
-  p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000);
-  p.o = reinterpret_cast<void*>(0x20000);
-  p.q_strides = p.k_strides = p.v_strides = p.o_strides =
-      flashmma::bshd_strides(4096, 4, 128);
+  ForwardParams p = described_call(128);
   const flashmma::DeviceInfo hopper{90, 227 * 1024, 50 * 1024 * 1024, 132, 228 * 1024, 2048};
   const bool portable_only = false;  // a build without sm_90a code
   std::string kernel;
@@ -143,17 +150,6 @@ TEST_CASE("describe_default_kernel names the policy, config and block order", "[
   CHECK_FALSE(flashmma::describe_default_kernel(p, hopper, portable_only, kernel).ok());
 }
 
-// A call like the one above, at another head dim.
-static ForwardParams hopper_call(int64_t head_dim) {
-  ForwardParams p = params(4096, 4096);
-  p.head_dim = head_dim;
-  p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000);
-  p.o = reinterpret_cast<void*>(0x20000);
-  p.q_strides = p.k_strides = p.v_strides = p.o_strides =
-      flashmma::bshd_strides(4096, 4, head_dim);
-  return p;
-}
-
 TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 where it can",
           "[dispatch][sm90]") {
   const flashmma::DeviceInfo h200{90, 227 * 1024, 60 * 1024 * 1024, 132, 228 * 1024, 2048};
@@ -161,7 +157,7 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
 
   SECTION("the head dims with a Hopper default, with every built-in policy") {
     for (const int64_t head_dim : {40, 64, 104, 128, 256}) {
-      ForwardParams p = hopper_call(head_dim);
+      ForwardParams p = described_call(head_dim);
       CAPTURE(head_dim);
       REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
       CHECK_THAT(kernel, Contains("sm90::ForwardKernel<Sm90TileConfig<fp16, HeadDim " +
@@ -173,7 +169,7 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
       CHECK_THAT(kernel, Contains("sm90::ForwardKernel<") &&
                              Contains("Combined<Softcap, SlidingWindow>, HeaviestFirstScheduler>"));
     }
-    ForwardParams p = hopper_call(128);
+    ForwardParams p = described_call(128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("BlockN 128") && Contains("ping-pong"));
   }
@@ -183,25 +179,25 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
       REQUIRE(flashmma::describe_default_kernel(p, device, sm90a_code, kernel).ok());
       return kernel.rfind("sm80::ForwardKernel<TileConfig<", 0) == 0;
     };
-    CHECK(portable(hopper_call(128), h200, false));  // no sm_90a code in the build
+    CHECK(portable(described_call(128), h200, false));  // no sm_90a code in the build
     flashmma::DeviceInfo a100 = h200;
     a100.compute_capability = 80;
-    CHECK(portable(hopper_call(128), a100, true));
+    CHECK(portable(described_call(128), a100, true));
     flashmma::DeviceInfo blackwell = h200;
     blackwell.compute_capability = 100;  // sm_90a code does not run there
-    CHECK(portable(hopper_call(128), blackwell, true));
+    CHECK(portable(described_call(128), blackwell, true));
     for (const int64_t head_dim : {32, 96, 160, 192, 224}) {  // no Hopper default yet
       CAPTURE(head_dim);
-      CHECK(portable(hopper_call(head_dim), h200, true));
+      CHECK(portable(described_call(head_dim), h200, true));
     }
-    ForwardParams backwards = hopper_call(128);  // K read with a negative row stride
+    ForwardParams backwards = described_call(128);  // K read with a negative row stride
     backwards.k_strides.row = -backwards.k_strides.row;
     backwards.k = reinterpret_cast<const void*>(0x10000 + 4095 * 4 * 128 * 2);
     CHECK(portable(backwards, h200, true));
-    ForwardParams unaligned = hopper_call(128);  // V 8-byte aligned: TMA needs 16 (so does cp.async)
+    ForwardParams unaligned = described_call(128);  // V 8-byte aligned; TMA and cp.async need 16
     unaligned.v = reinterpret_cast<const void*>(0x10008);
     CHECK_FALSE(flashmma::sm90::check_tma_layout(unaligned).ok());
-    ForwardParams explicit_split = hopper_call(128);
+    ForwardParams explicit_split = described_call(128);
     explicit_split.num_splits = 4;
     explicit_split.workspace = reinterpret_cast<void*>(0x40000);
     explicit_split.workspace_bytes = std::size_t{1} << 30;
@@ -209,7 +205,7 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
     CHECK_THAT(kernel, Contains("SplitScheduler> in 4 splits, then split_combine_kernel"));
   }
   SECTION("a decoding call with a workspace splits on the portable kernel, one without does not") {
-    ForwardParams decode = hopper_call(128);
+    ForwardParams decode = described_call(128);
     decode.seqlen_q = 1;
     decode.seqlen_k = 65536;
     decode.q_strides = decode.o_strides = flashmma::bshd_strides(1, 4, 128);
