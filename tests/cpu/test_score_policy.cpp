@@ -34,6 +34,14 @@ static_assert(!FullAttention::kMasks && !FullAttention::kTransformsScores);
 static_assert(SlidingWindow::kMasks && !SlidingWindow::kTransformsScores);
 static_assert(Combined<AlibiBias, SlidingWindow>::kMasks &&
               Combined<AlibiBias, SlidingWindow>::kTransformsScores);
+// Which masks the kernels apply as one key interval per row: the window, and any combination
+// whose masks all are intervals (a transform adds no mask).
+static_assert(SlidingWindow::kKeyIntervalMask && !FullAttention::kKeyIntervalMask);
+static_assert(Combined<AlibiBias, SlidingWindow>::kKeyIntervalMask &&
+              Combined<Softcap, Combined<AlibiBias, SlidingWindow>>::kKeyIntervalMask);
+static_assert(Combined<SlidingWindow, SlidingWindow>::kKeyIntervalMask);
+static_assert(!Combined<SlidingWindow, CausalMask>::kKeyIntervalMask);  // CausalMask keeps visible()
+static_assert(!Combined<Softcap, AlibiBias>::kKeyIntervalMask);
 
 // Every visible pair of the block lies in both ranges, and in the key and query tiles that cover
 // them; all_visible() is true exactly when every pair is visible (the built-in windows are exact,
@@ -67,11 +75,17 @@ void check_block(const Policy& policy, const SequenceLengths& lengths, const Ind
   REQUIRE(flashmma::policy_all_visible(policy, queries, keys, lengths) == every_pair);
 }
 
-// The key range of one query is exactly its visible keys (a window has no holes).
+// The key range of one query is exactly its visible keys (a window has no holes): what
+// kKeyIntervalMask promises, and what the kernels' per-row mask (policy_row_keys) relies on.
 template <class Policy>
 void check_rows_exact(const Policy& policy, const SequenceLengths& lengths) {
   for (int64_t q = 0; q < lengths.seqlen_q; ++q) {
     const IndexRange range = flashmma::policy_key_range(policy, IndexRange{q, q + 1}, lengths);
+    if constexpr (Policy::kKeyIntervalMask) {
+      const IndexRange row = flashmma::policy_row_keys(policy, q, lengths);
+      REQUIRE(row.begin == range.begin);
+      REQUIRE(row.end == range.end);
+    }
     for (int64_t k = 0; k < lengths.seqlen_k; ++k) {
       const bool visible =
           flashmma::policy_visible(policy, flashmma::score_coord(0, 0, q, k), lengths);
@@ -93,6 +107,9 @@ TEST_CASE("sliding windows: ranges and all_visible agree with visible()", "[poli
                          << ", " << right << ")");
         check_rows_exact(window, len);
         check_rows_exact(CausalMask{}, len);
+        check_rows_exact(Combined<SlidingWindow, SlidingWindow>{{}, window, SlidingWindow{{}, 2, 1}},
+                         len);
+        check_rows_exact(Combined<AlibiBias, SlidingWindow>{{}, AlibiBias{}, window}, len);
         for (int64_t rows : {1, 2, 4}) {
           for (int64_t cols : {1, 3, 4}) {
             for (int64_t q0 = 0; q0 < len.seqlen_q; q0 += rows) {

@@ -10,6 +10,9 @@
 //   kMasks             some (query, key) pairs are hidden: visible() says which, and key_range()
 //                      / query_range() / all_visible() let kernels skip whole tiles
 //   kTransformsScores  transform() maps a scaled score to the logit that enters the softmax
+//   kKeyIntervalMask   (with kMasks) the keys each query sees are one interval, and
+//                      key_range({i, i + 1}) is exactly query i's: kernels then mask a row by
+//                      comparing keys with its two ends, not by calling visible() per score
 //
 // The hooks (ScorePolicyBase gives every one a default that is correct for any policy):
 //
@@ -75,6 +78,7 @@ FLASHMMA_HOST_DEVICE SequenceLengths sequence_lengths(int64_t seqlen_q, int64_t 
 struct ScorePolicyBase {
   static constexpr bool kMasks = false;
   static constexpr bool kTransformsScores = false;
+  static constexpr bool kKeyIntervalMask = false;
 
   FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord&, const SequenceLengths&) const {
     return true;
@@ -109,6 +113,11 @@ constexpr bool check_score_policy() {
   static_assert(std::is_same<decltype(Policy::kMasks), const bool>::value &&
                     std::is_same<decltype(Policy::kTransformsScores), const bool>::value,
                 "a score policy's kMasks and kTransformsScores must be static constexpr bool");
+  static_assert(std::is_same<decltype(Policy::kKeyIntervalMask), const bool>::value,
+                "a score policy's kKeyIntervalMask must be static constexpr bool");
+  static_assert(!Policy::kKeyIntervalMask || Policy::kMasks,
+                "kKeyIntervalMask describes the shape of a mask: set kMasks too, or leave "
+                "kKeyIntervalMask false");
   static_assert(
       std::is_same<decltype(std::declval<const Policy&>().visible(
                        std::declval<ScoreCoord>(), std::declval<SequenceLengths>())),
@@ -158,6 +167,16 @@ FLASHMMA_HOST_DEVICE IndexRange policy_key_range(const Policy& policy, const Ind
   } else {
     return {0, lengths.seqlen_k};
   }
+}
+
+// The keys query `query` sees, within [0, seqlen_k), for a policy whose mask is one interval
+// per query (kKeyIntervalMask) or that masks nothing.
+template <class Policy>
+FLASHMMA_HOST_DEVICE IndexRange policy_row_keys(const Policy& policy, int64_t query,
+                                                const SequenceLengths& lengths) {
+  static_assert(!Policy::kMasks || Policy::kKeyIntervalMask,
+                "policy_row_keys needs a policy whose visible keys are one interval per query");
+  return policy_key_range(policy, IndexRange{query, query + 1}, lengths);
 }
 
 // The queries that see some key of `keys`, within [0, seqlen_q).

@@ -95,22 +95,38 @@ struct ScoreSoftmax {
 
   // Sets the scores of hidden (query, key) pairs, and of keys past the end, to -inf. The end
   // of the sequence is a column bound, compared in 32 bits; the key of a score is formed only for
-  // a policy that masks. (A 64-bit key formed for every score let ptxas fold the tile index into
-  // per-score address arithmetic and move the loop counter off the uniform datapath, which cost
-  // the register-bound d = 128 tiles about 3% even on tiles that never take this branch.)
+  // a policy that masks score by score. (A 64-bit key formed for every score let ptxas fold the
+  // tile index into per-score address arithmetic and move the loop counter off the uniform
+  // datapath, which cost the register-bound d = 128 tiles about 3% even on tiles that never take
+  // this branch.)
   template <int kRowTiles, int kScoreTiles>
   FLASHMMA_DEVICE void apply_mask(float (&s)[kRowTiles][kScoreTiles][4], int64_t first_key) const {
-    const int64_t keys_left = lengths.seqlen_k - first_key;
-    const int keys_in_tile = keys_left < kBlockN ? static_cast<int>(keys_left) : kBlockN;
-    const int first = static_cast<int>(first_key);
-    for_each_accumulator(s, lane, [&](int row, int column, float& score) {
-      bool hidden = column >= keys_in_tile;
-      if constexpr (Policy::kMasks) {
-        // | rather than ||: a branch per score costs more than the test it would skip.
-        hidden = hidden | !policy.visible(coord(row, first + column), lengths);
-      }
-      if (hidden) score = -INFINITY;
-    });
+    if constexpr (Policy::kKeyIntervalMask) {
+      // One interval of keys per row (a window): its ends, as columns of this tile,
+      // are worked out once per row; a score costs two comparisons with its column. The ends lie
+      // in [0, seqlen_k] once clamped, so the columns fit in 32 bits. (visible() per score, in
+      // the window's 64-bit arithmetic, made the Hopper window kernels 44% longer than the
+      // causal ones, and spilled.)
+      const int first = static_cast<int>(first_key);
+      for_each_accumulator(s, lane, [&](int row, int column, float& score) {
+        const IndexRange keys = policy_row_keys(policy, origin.query + row, lengths);
+        const int lo = static_cast<int>(keys.begin) - first;
+        const int hi = static_cast<int>(keys.end) - first;
+        if ((column < lo) | (column >= hi)) score = -INFINITY;
+      });
+    } else {
+      const int64_t keys_left = lengths.seqlen_k - first_key;
+      const int keys_in_tile = keys_left < kBlockN ? static_cast<int>(keys_left) : kBlockN;
+      const int first = static_cast<int>(first_key);
+      for_each_accumulator(s, lane, [&](int row, int column, float& score) {
+        bool hidden = column >= keys_in_tile;
+        if constexpr (Policy::kMasks) {
+          // | rather than ||: a branch per score costs more than the test it would skip.
+          hidden = hidden | !policy.visible(coord(row, first + column), lengths);
+        }
+        if (hidden) score = -INFINITY;
+      });
+    }
   }
 };
 
