@@ -10,6 +10,8 @@
 #   bench    flashmma_bench --preset fa2 of each tree, both dtypes (CUDA_ARCHS, default 90a),
 #            two rounds with the trees alternating; OUTDIR/before_after.csv pairs the rows
 # Environment: CUDA_ARCHS, WORK_DIR (default /tmp/flashmma-before-after), JOBS, BENCH_ARGS.
+# OLD_BENCH and NEW_BENCH (both, paths of flashmma_bench binaries built elsewhere) skip every
+# build and the digest: only the bench runs (BASELINE_DIR is then only named in the log).
 set -u
 if [ $# -ne 2 ]; then
   echo "usage: bash tests/tools/before_after.sh BASELINE_DIR OUTDIR" >&2
@@ -35,19 +37,25 @@ build_bench() {  # tree name
     cmake --build "$WORK_DIR/bench_$2" -j "$JOBS" --target flashmma_bench > "$WORK_DIR/build_$2.log" 2>&1
 }
 
-# The four builds at once (nvcc is single-threaded per unit).
-build_digest "$OLD" old & d1=$!
-build_digest "$NEW" new & d2=$!
-build_bench "$OLD" old & b1=$!
-build_bench "$NEW" new & b2=$!
-for pid in $d1 $d2 $b1 $b2; do wait "$pid" || { echo "a build failed (pid $pid)"; status=1; }; done
-tail -n 5 "$WORK_DIR"/build_*.log
-
-"$WORK_DIR/digest_old" > "$OUTDIR/digest_old.txt" && "$WORK_DIR/digest_new" > "$OUTDIR/digest_new.txt"
-if cmp -s "$OUTDIR/digest_old.txt" "$OUTDIR/digest_new.txt"; then
-  echo "digest: identical, $(wc -l < "$OUTDIR/digest_new.txt") lines, $(grep -c ' ok ' "$OUTDIR/digest_new.txt") ok"
+if [ -n "${OLD_BENCH:-}" ] && [ -n "${NEW_BENCH:-}" ]; then
+  echo "prebuilt: $OLD_BENCH (before, $OLD) against $NEW_BENCH (after); no digest"
 else
-  echo "digest: DIFFERENT"; diff "$OUTDIR/digest_old.txt" "$OUTDIR/digest_new.txt" | head -n 20; status=1
+  # The four builds at once (nvcc is single-threaded per unit).
+  build_digest "$OLD" old & d1=$!
+  build_digest "$NEW" new & d2=$!
+  build_bench "$OLD" old & b1=$!
+  build_bench "$NEW" new & b2=$!
+  for pid in $d1 $d2 $b1 $b2; do wait "$pid" || { echo "a build failed (pid $pid)"; status=1; }; done
+  tail -n 5 "$WORK_DIR"/build_*.log
+  OLD_BENCH="$WORK_DIR/bench_old/bench/flashmma_bench"
+  NEW_BENCH="$WORK_DIR/bench_new/bench/flashmma_bench"
+
+  "$WORK_DIR/digest_old" > "$OUTDIR/digest_old.txt" && "$WORK_DIR/digest_new" > "$OUTDIR/digest_new.txt"
+  if cmp -s "$OUTDIR/digest_old.txt" "$OUTDIR/digest_new.txt"; then
+    echo "digest: identical, $(wc -l < "$OUTDIR/digest_new.txt") lines, $(grep -c ' ok ' "$OUTDIR/digest_new.txt") ok"
+  else
+    echo "digest: DIFFERENT"; diff "$OUTDIR/digest_old.txt" "$OUTDIR/digest_new.txt" | head -n 20; status=1
+  fi
 fi
 
 # Two rounds, the trees alternating, so that drift of the shared machine hits both; each row
@@ -55,7 +63,8 @@ fi
 # shellcheck disable=SC2086
 for round in 1 2; do
   for tree in old new; do
-    "$WORK_DIR/bench_$tree/bench/flashmma_bench" --preset fa2 --dtype both --format csv \
+    bench=$OLD_BENCH; [ "$tree" = new ] && bench=$NEW_BENCH
+    "$bench" --preset fa2 --dtype both --format csv \
       ${BENCH_ARGS:-} --out "$OUTDIR/bench_${tree}_$round.csv" > /dev/null \
       2> "$WORK_DIR/bench_$tree.err" || status=1
   done
