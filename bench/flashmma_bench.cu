@@ -241,6 +241,7 @@ struct Options {
   int64_t gqa = 1;
   Layout layout = Layout::kBshd;
   bool write_lse = true;
+  bool workspace = true;
   int warmup = 5;
   int iters = 30;
   OutputFormat format = OutputFormat::kTable;
@@ -281,8 +282,9 @@ struct Result {
 const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
 
   --preset NAME     fa2 (default): d in {64,128,256}, N in {1k,2k,4k,8k,16k}, B*N = 16384,
-                    H*d = 2048, Sq = Sk = N; decode: b=16, h=32, d=128, sq in {1,64,128},
-                    sk in {4096,16384}; variants: H*d = 2048, each variant next to its plain
+                    H*d = 2048, Sq = Sk = N; decode: one query per sequence, 32 query heads over 8
+                    KV heads, d = 128, non-causal, B x Sk in {1 x 128k, 1 x 32k, 8 x 16k,
+                    32 x 4k, 64 x 8k, 128 x 2k}; variants: H*d = 2048, each variant next to its plain
                     row: a causal sliding window (4096, 0) at N = 16384, B = 1, d in {128,64};
                     ALiBi at d = 128, N in {4k,16k}, B*N = 16384, causal and not, through the
                     default dispatch, alibi-policy and alibi-user; softcap 50 at d = 128,
@@ -306,6 +308,9 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
   --gqa R           heads_kv = heads_q / R (default 1) where a shape gives no hkv
   --layout L        bshd (default, [batch, seq, heads, dim]) or bhsd
   --no-lse          do not write the log-sum-exp (written by default, as training does)
+  --no-workspace    give no split-KV workspace (by default every call gets the
+                    forward_workspace_bytes() it asks for, as a serving engine would, so that
+                    calls with few query tiles may split their keys)
   --warmup N        launches before timing (default 5)
   --iters N         timed launches (default 30); the median and minimum are reported
   --format F        table (default), csv or json
@@ -515,17 +520,19 @@ std::vector<Shape> preset_shapes(const std::string& name) {
       }
     }
   } else if (name == "decode") {
-    for (int64_t sk : {4096, 16384}) {
-      for (int64_t sq : {1, 64, 128}) {
-        Shape shape;
-        shape.batch = 16;
-        shape.heads_q = 32;
-        shape.seqlen_q = sq;
-        shape.seqlen_k = sk;
-        shape.head_dim = 128;
-        shape.causal = 0;
-        shapes.push_back(shape);
-      }
+    // A decoding step: one new query per sequence against its KV cache (GB/s is the measure).
+    const std::pair<int64_t, int64_t> batch_by_cache[] = {
+        {1, 131072}, {1, 32768}, {8, 16384}, {32, 4096}, {64, 8192}, {128, 2048}};
+    for (const auto& [batch, cache] : batch_by_cache) {
+      Shape shape;
+      shape.batch = batch;
+      shape.heads_q = 32;
+      shape.heads_kv = 8;
+      shape.seqlen_q = 1;
+      shape.seqlen_k = cache;
+      shape.head_dim = 128;
+      shape.causal = 0;
+      shapes.push_back(shape);
     }
   } else if (name == "variants") {
     shapes = variant_shapes();
@@ -604,6 +611,8 @@ Options parse_options(int argc, char** argv) {
       }
     } else if (arg == "--no-lse") {
       options.write_lse = false;
+    } else if (arg == "--no-workspace") {
+      options.workspace = false;
     } else if (arg == "--warmup") {
       options.warmup = static_cast<int>(parse_int(next(), "--warmup"));
       if (options.warmup < 0) throw UsageError("--warmup must be >= 0");
@@ -878,6 +887,21 @@ Result run_case(const Case& c, const ConfigEntry& requested,
   params.softcap = s.softcap;
   params.alibi_slopes = s.alibi ? slopes.as<const float>() : nullptr;
   params.alibi_batch_stride = 0;
+
+  // One workspace for every set: the launches are serialized on one stream.
+  std::size_t workspace_bytes = 0;
+  if (options.workspace) {
+    const flashmma::Status sized = flashmma::forward_workspace_bytes(params, workspace_bytes);
+    if (!sized.ok()) {
+      result.status = "error: " + sized.message();
+      return result;
+    }
+  }
+  DeviceBuffer workspace(workspace_bytes > 0 ? workspace_bytes : kSetAlignment);
+  if (workspace_bytes > 0) {
+    params.workspace = workspace.as<void>();
+    params.workspace_bytes = workspace_bytes;
+  }
 
   auto params_for_set = [&](int set) {
     flashmma::ForwardParams p = params;

@@ -38,6 +38,7 @@
 #include <tuple>
 #include <vector>
 
+#include "flashmma/launch_plan.hpp"  // forward_workspace_bytes
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/validate.hpp"
@@ -272,6 +273,18 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   if (alibi.slopes.defined()) {
     params.alibi_slopes = alibi.slopes.data_ptr<float>();
     params.alibi_batch_stride = alibi.batch_stride;
+  }
+
+  // Split-KV's partials (calls with few query tiles, such as decoding, split their keys across
+  // blocks): the bytes the call asks for, from PyTorch's caching allocator, so that nothing is
+  // allocated inside the library and a captured call replays with the same buffer.
+  std::size_t workspace_bytes = 0;
+  raise_on_error(flashmma::forward_workspace_bytes(params, workspace_bytes));
+  at::Tensor workspace;
+  if (workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
+    params.workspace = workspace.data_ptr();
+    params.workspace_bytes = workspace_bytes;
   }
 
   raise_on_error(launch(params, at::cuda::getCurrentCUDAStream(q.get_device()).stream()));
