@@ -888,10 +888,20 @@ Result run_case(const Case& c, const ConfigEntry& requested,
   params.alibi_slopes = s.alibi ? slopes.as<const float>() : nullptr;
   params.alibi_batch_stride = 0;
 
+  auto params_for_set = [&](int set) {
+    flashmma::ForwardParams p = params;
+    p.q = q.as<char>() + q_stride * set;
+    p.k = k.as<char>() + kv_stride * set;
+    p.v = v.as<char>() + kv_stride * set;
+    p.o = o.as<char>() + o_stride * set;
+    p.lse = options.write_lse ? reinterpret_cast<float*>(lse.as<char>() + lse_stride * set)
+                              : nullptr;
+    return p;
+  };
   // One workspace for every set: the launches are serialized on one stream.
   std::size_t workspace_bytes = 0;
   if (options.workspace) {
-    const flashmma::Status sized = flashmma::forward_workspace_bytes(params, workspace_bytes);
+    const flashmma::Status sized = flashmma::forward_workspace_bytes(params_for_set(0), workspace_bytes);
     if (!sized.ok()) {
       result.status = "error: " + sized.message();
       return result;
@@ -903,16 +913,6 @@ Result run_case(const Case& c, const ConfigEntry& requested,
     params.workspace_bytes = workspace_bytes;
   }
 
-  auto params_for_set = [&](int set) {
-    flashmma::ForwardParams p = params;
-    p.q = q.as<char>() + q_stride * set;
-    p.k = k.as<char>() + kv_stride * set;
-    p.v = v.as<char>() + kv_stride * set;
-    p.o = o.as<char>() + o_stride * set;
-    p.lse = options.write_lse ? reinterpret_cast<float*>(lse.as<char>() + lse_stride * set)
-                              : nullptr;
-    return p;
-  };
   const ConfigEntry* config = &requested;
   if (requested.name == kDefaultName || requested.follows_dispatch) {
     flashmma::DeviceInfo device;
