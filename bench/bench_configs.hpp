@@ -96,11 +96,20 @@ struct Sm90Shape {
 
 // The Hopper tiles: 128 keys at d = 64 and 128, FlashAttention-3's 176 at d = 128 and 80 at
 // d = 256; and at d = 128, the sequential schedule and ping-pong (what each of the two gains).
+// d = 64 with three consumer warpgroups (BlockM 192, 160 registers each) and with 192 keys. The
+// head dims that are not multiples of 64 compute as the next one in shared memory: d = 96 as
+// 128 (the d = 128 default's tile, and without ping-pong), d = 160 and 192 as 192 with
+// FlashAttention-3's 112 keys (the largest tile whose two K/V stages fit 227 KiB beside Q),
+// d = 224 as 256 with d = 256's 80.
 using Sm90Shapes =
     std::tuple<Sm90Shape<64, 128, 2, 2>, Sm90Shape<128, 128, 2, 2>, Sm90Shape<128, 176, 2, 2>,
                Sm90Shape<256, 80, 2, 2>,
                Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kSequential>,
-               Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kOverlapSoftmax, true>>;
+               Sm90Shape<128, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kOverlapSoftmax, true>,
+               Sm90Shape<64, 128, 2, 3, 24, 160>, Sm90Shape<64, 192, 2, 2>,
+               Sm90Shape<96, 128, 2, 2>,
+               Sm90Shape<96, 128, 2, 2, 24, 240, flashmma::Sm90Schedule::kOverlapSoftmax, true>,
+               Sm90Shape<160, 112, 2, 2>, Sm90Shape<192, 112, 2, 2>, Sm90Shape<224, 80, 2, 2>>;
 
 // ALiBi as a score policy, for the comparison of the built-in ALiBi (params.alibi_slopes through
 // the default dispatch) with the same bias as a policy type: the library's AlibiBias, or a user's

@@ -288,7 +288,7 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
                     row: a causal sliding window (4096, 0) at N = 16384, B = 1, d in {128,64};
                     ALiBi at d = 128, N in {4k,16k}, B*N = 16384, causal and not, through the
                     default dispatch, alibi-policy and alibi-user; softcap 50 at d = 128,
-                    N = 4096, B = 4, causal and not; sm90: d in {64,128,256}, N in
+                    N = 4096, B = 4, causal and not; sm90: d in {64,96,128,160,192,224,256}, N in
                     {1k,4k,8k,16k}, B*N = 16384, H*d = 2048, causal and not, each row on the
                     default and on every Hopper tile of its head dim (sm90_*, compute
                     capability 9.0 and a binary with sm_90a code only)
@@ -483,7 +483,7 @@ std::vector<Shape> sm90_shapes() {
   constexpr int64_t kTokens = 16384;     // B * N
   constexpr int64_t kModelWidth = 2048;  // H * d
   std::vector<Shape> shapes;
-  for (int64_t d : {64, 128, 256}) {
+  for (int64_t d : {64, 96, 128, 160, 192, 224, 256}) {
     for (int causal : {0, 1}) {
       for (int64_t n : {1024, 4096, 8192, 16384}) {
         Shape shape;
