@@ -242,6 +242,7 @@ struct Options {
   Layout layout = Layout::kBshd;
   bool write_lse = true;
   bool workspace = true;
+  int rounds = 1;
   int warmup = 5;
   int iters = 30;
   OutputFormat format = OutputFormat::kTable;
@@ -311,6 +312,10 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
   --no-workspace    give no split-KV workspace (by default every call gets the
                     forward_workspace_bytes() it asks for, as a serving engine would, so that
                     calls with few query tiles may split their keys)
+  --rounds R        time the whole list R times in turn (default 1); each row reports the round
+                    of its median time, so that no row gains from when it ran (a GPU that has
+                    been idle runs its first calls at higher clocks: the first row of a run read
+                    up to 10% fast, which skews ratios between rows)
   --warmup N        launches before timing (default 5)
   --iters N         timed launches (default 30); the median and minimum are reported
   --format F        table (default), csv or json
@@ -613,6 +618,9 @@ Options parse_options(int argc, char** argv) {
       options.write_lse = false;
     } else if (arg == "--no-workspace") {
       options.workspace = false;
+    } else if (arg == "--rounds") {
+      options.rounds = static_cast<int>(parse_int(next(), "--rounds"));
+      if (options.rounds < 1) throw UsageError("--rounds must be >= 1");
     } else if (arg == "--warmup") {
       options.warmup = static_cast<int>(parse_int(next(), "--warmup"));
       if (options.warmup < 0) throw UsageError("--warmup must be >= 0");
@@ -826,6 +834,17 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The round of a case whose median time is the median over its rounds; the first failed round
+// if any failed.
+Result median_round(std::vector<Result> runs) {
+  for (Result& r : runs) {
+    if (r.status != "ok") return std::move(r);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const Result& a, const Result& b) { return a.ms_median < b.ms_median; });
+  return std::move(runs[runs.size() / 2]);
 }
 
 Result run_case(const Case& c, const ConfigEntry& requested,
@@ -1264,39 +1283,45 @@ int run(int argc, char** argv) {
             << " timed launches each, inputs rotated over >= " << rotation_bytes / 1000000
             << " MB\n";
 
-  std::vector<Result> results;
+  // rounds[i][r]: case i in round r.
+  std::vector<std::vector<Result>> rounds(cases.size());
   bool any_error = false;
-  for (const Case& c : cases) {
-    std::string why;
-    const std::string name = config_name(c, options);
-    const ConfigEntry* config = find_config(configs, name, c.dtype, c.shape.head_dim, why);
-    Result result;
-    if (config == nullptr) {
-      result.run = c;
-      result.entry = result.config = name;
-      result.status = "skipped: " + why;
-    } else {
-      try {
-        result = run_case(c, *config, configs, options, rotation_bytes);
-      } catch (const OutOfMemory& error) {
+  for (int round = 0; round < options.rounds; ++round) {
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      std::string why;
+      const std::string name = config_name(c, options);
+      const ConfigEntry* config = find_config(configs, name, c.dtype, c.shape.head_dim, why);
+      Result result;
+      if (config == nullptr) {
         result.run = c;
-        result.entry = config->name;
-        result.config = describe(*config);
-        result.status = std::string("error: ") + error.what();
+        result.entry = result.config = name;
+        result.status = "skipped: " + why;
+      } else {
+        try {
+          result = run_case(c, *config, configs, options, rotation_bytes);
+        } catch (const OutOfMemory& error) {
+          result.run = c;
+          result.entry = config->name;
+          result.config = describe(*config);
+          result.status = std::string("error: ") + error.what();
+        }
+        any_error = any_error || result.status != "ok";
       }
-      any_error = any_error || result.status != "ok";
+      std::cerr << "  " << (options.rounds > 1 ? "round " + std::to_string(round + 1) + " " : "")
+                << dtype_name(c.dtype) << " b=" << c.shape.batch << " hq=" << c.shape.heads_q
+                << " hkv=" << c.shape.heads_kv << " sq=" << c.shape.seqlen_q
+                << " sk=" << c.shape.seqlen_k << " d=" << c.shape.head_dim
+                << (c.causal ? " causal" : "")
+                << (has_variant(c.shape) ? " " + variant_name(c.shape) : "")
+                << (name != kDefaultName ? " " + name : "") << ": "
+                << (result.status == "ok" ? number(result.tflops, 1) + " TFLOP/s" : result.status)
+                << (result.kernel.empty() ? "" : " [" + result.kernel + "]") << "\n";
+      rounds[i].push_back(std::move(result));
     }
-    std::cerr << "  " << dtype_name(c.dtype) << " b=" << c.shape.batch << " hq=" << c.shape.heads_q
-              << " hkv=" << c.shape.heads_kv << " sq=" << c.shape.seqlen_q
-              << " sk=" << c.shape.seqlen_k << " d=" << c.shape.head_dim
-              << (c.causal ? " causal" : "")
-              << (has_variant(c.shape) ? " " + variant_name(c.shape) : "")
-              << (name != kDefaultName ? " " + name : "") << ": "
-              << (result.status == "ok" ? number(result.tflops, 1) + " TFLOP/s" : result.status)
-              << (result.kernel.empty() ? "" : " [" + result.kernel + "]")
-              << "\n";
-    results.push_back(std::move(result));
   }
+  std::vector<Result> results;
+  for (std::vector<Result>& runs : rounds) results.push_back(median_round(std::move(runs)));
 
   std::ostringstream formatted;
   switch (options.format) {

@@ -14,7 +14,7 @@
 #   compare        bench/compare.py (flashmma vs SDPA FA2/cuDNN)  -> OUTDIR/compare.{csv,json},
 #                                                                    OUTDIR/perf.md
 #   plot           bench/plot_perf.py, where matplotlib exists    -> OUTDIR/perf.png
-#   bench_variants flashmma_bench --preset variants --dtype both  -> bench_variants.csv
+#   bench_variants flashmma_bench --preset variants --dtype both --rounds 3 -> bench_variants.csv
 #   compare_variants bench/compare_variants.py (flashmma vs FlexAttention and FA2 on windows,
 #                  ALiBi, softcap)                                -> OUTDIR/perf_variants.md,
 #                                                                    compare_variants.{csv,json}
@@ -265,13 +265,13 @@ if [ -n "$ONLY_VARIANTS" ] || [ "$VARIANTS" != 0 ]; then
       finish variants_build
     fi
   fi
-  VARIANTS_BENCH_ARGS="--preset variants --dtype both --format csv --out bench_variants.csv${BENCH_ARGS:+ $BENCH_ARGS}"
+  VARIANTS_BENCH_ARGS="--preset variants --dtype both --rounds 3 --format csv --out bench_variants.csv${BENCH_ARGS:+ $BENCH_ARGS}"
   # No stale numbers: compare_variants reads whatever bench_variants.csv is there.
   rm -f "$VARIANT_DIR/bench_variants.csv" "$VARIANT_DIR/compare_variants.csv" \
     "$VARIANT_DIR/compare_variants.json" "$OUTDIR/perf_variants.md"
   if [ -x "$VARIANTS_BENCH" ]; then
     # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
-    step bench_variants "$VARIANTS_BENCH" --preset variants --dtype both --format csv \
+    step bench_variants "$VARIANTS_BENCH" --preset variants --dtype both --rounds 3 --format csv \
       --out "$VARIANT_DIR/bench_variants.csv" ${BENCH_ARGS:-}
     finish bench_variants
   else

@@ -156,7 +156,7 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
   std::string kernel;
 
   SECTION("the head dims with a Hopper default, with every built-in policy") {
-    for (const int64_t head_dim : {40, 64, 104, 128, 256}) {
+    for (const int64_t head_dim : {40, 64, 96, 104, 128, 152, 192, 200, 256}) {
       ForwardParams p = described_call(head_dim);
       CAPTURE(head_dim);
       REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
@@ -172,6 +172,11 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
     ForwardParams p = described_call(128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("BlockN 128") && Contains("ping-pong"));
+    REQUIRE(flashmma::describe_default_kernel(described_call(64), h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("BlockM 192") && Contains("3 consumer warpgroups") &&
+                           Contains("registers 24/160"));
+    REQUIRE(flashmma::describe_default_kernel(described_call(160), h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("HeadDim 160, BlockM 128, BlockN 112"));
   }
   SECTION("the portable kernel everywhere else") {
     const auto portable = [&](const ForwardParams& p, const flashmma::DeviceInfo& device,
@@ -186,7 +191,7 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
     flashmma::DeviceInfo blackwell = h200;
     blackwell.compute_capability = 100;  // sm_90a code does not run there
     CHECK(portable(described_call(128), blackwell, true));
-    for (const int64_t head_dim : {32, 96, 160, 192, 224}) {  // no Hopper default yet
+    for (const int64_t head_dim : {8, 24, 32}) {  // the 32 kernel has no Hopper default
       CAPTURE(head_dim);
       CHECK(portable(described_call(head_dim), h200, true));
     }

@@ -170,7 +170,9 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0",
     SUCCEED("not a compute capability 9.0 GPU running sm_90a code: the portable kernel runs");
     return;
   }
-  for (const int64_t head_dim : {40, 64, 128, 256}) {
+  // Every kernel head dim with a Hopper default, some through a smaller head dim (40 on 64, 152
+  // on 160, 200 on 224), and so every default config.
+  for (const int64_t head_dim : {40, 64, 96, 128, 152, 192, 200, 256}) {
     for (const bool causal : {false, true}) {
       const AttentionCase c = make_case(2, 300, 333, 4, 2, head_dim, causal, Layout::kBSHD);
       DYNAMIC_SECTION("bf16 " << c.describe()) {

@@ -86,4 +86,5 @@ TEST_CASE("forward_default_config runs the tile default_tile names for this devi
   SECTION("d = 128, no mask") { check_dispatch<__half, 128>(false); }
   SECTION("d = 128, causal") { check_dispatch<__half, 128>(true); }
   SECTION("d = 256, causal, bf16") { check_dispatch<__nv_bfloat16, 256>(true); }
+  SECTION("d = 160, bf16") { check_dispatch<__nv_bfloat16, 160>(false); }
 }

@@ -32,15 +32,19 @@ using flashmma::test::AttentionCase;
 using flashmma::test::DeviceBuffer;
 
 // Two consumer warpgroups with 128 keys per tile, and with 176 taking turns (ping-pong); three
-// stages at head dim 64; one consumer warpgroup at a head dim padded to 128 (96), on the
-// sequential schedule; the largest head dim with 80 keys.
+// stages at head dim 64, and three consumer warpgroups (BlockM 192, d = 64's default); one
+// consumer warpgroup at a head dim padded to 128 (96), on the sequential schedule; 112 keys at a
+// head dim padded to 192 (160's default: three 64-column sub-tiles, the last one partly
+// padding); the largest head dim with 80 keys.
 using Sm90Configs =
     std::tuple<Sm90TileConfig<__nv_bfloat16, 128, 128>,
                Sm90TileConfig<__half, 128, 176, 2, 2, 24, 240,
                               flashmma::Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true>,
                Sm90TileConfig<__half, 64, 128, 3>,
+               Sm90TileConfig<__half, 64, 128, 2, 3, 24, 160>,
                Sm90TileConfig<__nv_bfloat16, 96, 64, 2, 1, 24, 256,
                               flashmma::Sm90Schedule::kSequential>,
+               Sm90TileConfig<__nv_bfloat16, 160, 112>,
                Sm90TileConfig<__nv_bfloat16, 256, 80>>;
 
 }  // namespace

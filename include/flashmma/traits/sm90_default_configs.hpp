@@ -2,15 +2,21 @@
 // The Hopper kernel's defaults: which Sm90TileConfig forward(params) runs for a kernel head dim
 // on a compute capability 9.0 GPU (launch_plan.hpp says when it runs one at all).
 //
-// Only the head dims where the Hopper kernel was measured faster than the portable default have
-// one (H200, bf16, 1k-16k keys, with and without the causal mask; docs/tuning-log.md step 26):
-//   64   128 keys per tile, 2 stages, 2 consumer warpgroups   225-439 TFLOP/s against 226-336
-//                                                             (even only at causal N = 1k)
-//   128  the same with ping-pong                              355-652 against 262-390
-//   256  80 keys per tile                                     411-769 against 248-344
-// The other kernel head dims (32, 96, 160, 192, 224) run the portable default until they are
-// measured: a head dim below a multiple of 64 is padded to it in shared memory, which costs the
-// Hopper kernel up to a third of its products.
+// Every kernel head dim but 32 has one, each measured faster than what it replaced on an H200
+// (bf16, B * N = 16384, H * d = 2048, N = 1k-16k, with and without the causal mask,
+// `flashmma_bench --preset sm90`; TFLOP/s, docs/tuning-log.md steps 26 and 32):
+//   64   3 consumer warpgroups (BlockM 192), 128 keys   212-496; two warpgroups 224-439, the
+//                                                       portable tile 226-336 (loses only at
+//                                                       causal N = 1k, by 5%)
+//   96   as 128 in shared memory, d = 128's tile        274-508; portable 234-331
+//   128  128 keys, 2 stages, ping-pong                  355-675; portable 262-390 (step 26)
+//   160  as 192, 112 keys                               322-633; portable 194-240
+//   192  112 keys                                       370-746; portable 225-315
+//   224  as 256, 80 keys                                372-652; portable 204-275
+//   256  80 keys                                        415-781; portable 248-344 (step 26)
+// A head dim below a multiple of 64 is padded to it in shared memory (TMA fills the padding with
+// zeros): products are wasted, and the Hopper tile still wins by 1.2-2.7x. 32 keeps the portable
+// default: padded to 64 it would compute twice its products, and it was not measured.
 #pragma once
 
 #include "flashmma/traits/sm90_tile_config.hpp"
@@ -19,7 +25,7 @@ namespace flashmma {
 
 // The kernel head dims (traits/default_configs.hpp) that have a Hopper default.
 constexpr bool has_sm90_default(int kernel_head_dim) {
-  return kernel_head_dim == 64 || kernel_head_dim == 128 || kernel_head_dim == 256;
+  return kernel_head_dim >= 64 && kernel_head_dim <= kMaxHeadDim && kernel_head_dim % 32 == 0;
 }
 
 // Sm90DefaultConfig<Element, HeadDim>::type is the Hopper default of a kernel head dim that has
@@ -32,7 +38,16 @@ struct Sm90DefaultConfig {
 template <class Element>
 struct Sm90DefaultConfig<Element, 64, true> {
   static constexpr bool kAvailable = true;
-  using type = Sm90TileConfig<Element, 64, /*BlockN=*/128>;
+  // Three consumer warpgroups of 160 registers: +9-19% over two at N >= 4k (the softmax, half of
+  // d = 64's work per product, runs on three warpgroups), -5% at causal N = 1k.
+  using type = Sm90TileConfig<Element, 64, /*BlockN=*/128, 2, /*ConsumerWarpgroups=*/3, 24, 160>;
+};
+
+template <class Element>
+struct Sm90DefaultConfig<Element, 96, true> {
+  static constexpr bool kAvailable = true;
+  using type = Sm90TileConfig<Element, 96, /*BlockN=*/128, 2, 2, 24, 240,
+                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true>;
 };
 
 template <class Element>
@@ -42,6 +57,25 @@ struct Sm90DefaultConfig<Element, 128, true> {
   // per tile won at 16k unmasked (679 against 601) but lost at 1k and with the causal mask.
   using type = Sm90TileConfig<Element, 128, /*BlockN=*/128, 2, 2, 24, 240,
                               Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true>;
+};
+
+// 112 keys: the largest tile whose two K/V stages fit 227 KiB beside a Q of 128 x 192.
+template <class Element>
+struct Sm90DefaultConfig<Element, 160, true> {
+  static constexpr bool kAvailable = true;
+  using type = Sm90TileConfig<Element, 160, /*BlockN=*/112>;
+};
+
+template <class Element>
+struct Sm90DefaultConfig<Element, 192, true> {
+  static constexpr bool kAvailable = true;
+  using type = Sm90TileConfig<Element, 192, /*BlockN=*/112>;
+};
+
+template <class Element>
+struct Sm90DefaultConfig<Element, 224, true> {
+  static constexpr bool kAvailable = true;
+  using type = Sm90TileConfig<Element, 224, /*BlockN=*/80>;
 };
 
 template <class Element>
