@@ -12,7 +12,9 @@
 //   kTransformsScores  transform() maps a scaled score to the logit that enters the softmax
 //   kKeyIntervalMask   (with kMasks) the keys each query sees are one interval, and
 //                      key_range({i, i + 1}) is exactly query i's: kernels then mask a row by
-//                      comparing keys with its two ends, not by calling visible() per score
+//                      comparing keys with its two ends, not by calling visible() per score;
+//                      the ends must lie within (-2^31, 2^31) for every query of a tile (those
+//                      past seqlen_q included), as any position plus or minus a length does
 //
 // The hooks (ScorePolicyBase gives every one a default that is correct for any policy):
 //

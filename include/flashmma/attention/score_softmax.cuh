@@ -102,11 +102,14 @@ struct ScoreSoftmax {
   template <int kRowTiles, int kScoreTiles>
   FLASHMMA_DEVICE void apply_mask(float (&s)[kRowTiles][kScoreTiles][4], int64_t first_key) const {
     if constexpr (Policy::kKeyIntervalMask) {
-      // One interval of keys per row (a window): its ends, as columns of this tile,
-      // are worked out once per row; a score costs two comparisons with its column. The ends lie
-      // in [0, seqlen_k] once clamped, so the columns fit in 32 bits. (visible() per score, in
-      // the window's 64-bit arithmetic, made the Hopper window kernels 44% longer than the
-      // causal ones, and spilled.)
+      // One interval of keys per row (a window): its ends, as columns of this tile, are worked
+      // out once per row; a score costs two comparisons with its column. The ends are narrowed
+      // to 32 bits: the clamp keeps begin >= 0 and end <= seqlen_k, and a window's other ends are
+      // positions plus its sides, which the clamp also bounds (begin below seqlen_k plus a tile,
+      // end above -2^30), as the contract asks of every kKeyIntervalMask policy; a row that sees
+      // no key has begin >= end, which hides every column.
+      // (visible() per score, in the window's 64-bit arithmetic, made the Hopper window kernels
+      // 44% longer than the causal ones, and spilled.)
       const int first = static_cast<int>(first_key);
       for_each_accumulator(s, lane, [&](int row, int column, float& score) {
         const IndexRange keys = policy_row_keys(policy, origin.query + row, lengths);
