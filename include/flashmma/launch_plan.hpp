@@ -169,6 +169,18 @@ template <class Config>
       [&] { return validate_params(params); });
 }
 
+namespace detail {
+
+// "sm80::ForwardKernel<TileConfig<...>, CausalMask, HeaviestFirstScheduler>": a forward kernel
+// type, spelled as people read it (the architecture's namespace follows the config's kind).
+template <class Config>
+std::string forward_kernel_name(const std::string& policy_name, const char* scheduler_name) {
+  return std::string(IsSm90TileConfig<Config>::value ? "sm90" : "sm80") + "::ForwardKernel<" +
+         describe_config<Config>() + ", " + policy_name + ", " + scheduler_name + ">";
+}
+
+}  // namespace detail
+
 // The kernel forward(params) launches on `device`, for people and tests:
 //   "sm90::ForwardKernel<Sm90TileConfig<...>, CausalMask, HeaviestFirstScheduler>"
 //   "sm80::ForwardKernel<TileConfig<...>, FullAttention, PlainScheduler>"
@@ -192,8 +204,8 @@ template <class Config>
         if constexpr (Hopper::kAvailable) {
           if (detail::runs_sm90_default<Portable, typename Hopper::type>(params, device,
                                                                          sm90a_code)) {
-            return "sm90::ForwardKernel<" + describe_config<typename Hopper::type>() + ", " +
-                   policy_name + ", " + SchedulerFor<Policy>::kName + ">";
+            return detail::forward_kernel_name<typename Hopper::type>(
+                policy_name, SchedulerFor<Policy>::kName);
           }
         }
         int splits = 1;
@@ -201,12 +213,10 @@ template <class Config>
                 params, device, detail::scheduler_inputs<Portable>(params, device), false,
                 splits);
             !s || splits == 1) {
-          return "sm80::ForwardKernel<" + describe_config<Portable>() + ", " + policy_name +
-                 ", " + SchedulerFor<Policy>::kName + ">";
+          return detail::forward_kernel_name<Portable>(policy_name, SchedulerFor<Policy>::kName);
         }
-        return "sm80::ForwardKernel<" + describe_config<Portable>() + ", " + policy_name + ", " +
-               SplitScheduler::kName + "> in " + std::to_string(splits) + " splits, then " +
-               "split_combine_kernel";
+        return detail::forward_kernel_name<Portable>(policy_name, SplitScheduler::kName) +
+               " in " + std::to_string(splits) + " splits, then split_combine_kernel";
       },
       [] { return std::string(); });
   return Status::success();
