@@ -115,6 +115,11 @@ struct AlibiBias : ScorePolicyBase {
     return scaled_score -
            slope(c.batch, c.head) * static_cast<float>(distance < 0 ? -distance : distance);
   }
+
+  FLASHMMA_HOST_DEVICE float transform_gradient(float, float, const ScoreCoord&,
+                                                const SequenceLengths&) const {
+    return 1.f;  // a bias
+  }
 };
 
 struct Softcap : ScorePolicyBase {
@@ -132,6 +137,13 @@ struct Softcap : ScorePolicyBase {
 #else
     return cap * tanhf(scaled_score * inverse_cap);
 #endif
+  }
+
+  // d/ds cap * tanh(s / cap) = 1 - tanh^2(s / cap), from the logit the forward formed.
+  FLASHMMA_HOST_DEVICE float transform_gradient(float, float logit, const ScoreCoord&,
+                                                const SequenceLengths&) const {
+    const float t = logit * inverse_cap;
+    return 1.f - t * t;
   }
 };
 
@@ -157,6 +169,23 @@ struct Combined : ScorePolicyBase {
     if constexpr (First::kTransformsScores) score = first.transform(score, c, lengths);
     if constexpr (Second::kTransformsScores) score = second.transform(score, c, lengths);
     return score;
+  }
+
+  // The chain rule: B'(A(s)) * A'(s), with A(s) formed again where both transform.
+  FLASHMMA_HOST_DEVICE float transform_gradient(float scaled_score, float logit,
+                                                const ScoreCoord& c,
+                                                const SequenceLengths& lengths) const {
+    if constexpr (First::kTransformsScores && Second::kTransformsScores) {
+      const float inner = first.transform(scaled_score, c, lengths);
+      return first.transform_gradient(scaled_score, inner, c, lengths) *
+             second.transform_gradient(inner, logit, c, lengths);
+    } else if constexpr (First::kTransformsScores) {
+      return first.transform_gradient(scaled_score, logit, c, lengths);
+    } else if constexpr (Second::kTransformsScores) {
+      return second.transform_gradient(scaled_score, logit, c, lengths);
+    } else {
+      return 1.f;
+    }
   }
 
   FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange& queries,

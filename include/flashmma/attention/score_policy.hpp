@@ -22,6 +22,10 @@
 //   float transform(float scaled_score, ScoreCoord, SequenceLengths)
 //       scaled_score is softmax_scale * q.k: the kernel owns the scale and applies it first.
 //       Hidden pairs are set to -inf after the transform, so transform() never sees them.
+//   float transform_gradient(float scaled_score, float logit, ScoreCoord, SequenceLengths)
+//       d logit / d scaled_score at that score, given both (logit = transform(scaled_score)):
+//       the backward pass's chain rule. A policy that transforms scores must define it (the
+//       backward checks, check_backward_policy); a bias has 1.
 //   IndexRange key_range(IndexRange queries, SequenceLengths)
 //       a superset of the keys that some query of `queries` may see; the default is every key
 //   IndexRange query_range(IndexRange keys, SequenceLengths)
@@ -89,6 +93,10 @@ struct ScorePolicyBase {
                                        const SequenceLengths&) const {
     return scaled_score;
   }
+  FLASHMMA_HOST_DEVICE float transform_gradient(float, float, const ScoreCoord&,
+                                                const SequenceLengths&) const {
+    return 1.f;  // of the identity above; a policy that transforms defines its own
+  }
   FLASHMMA_HOST_DEVICE IndexRange key_range(const IndexRange&,
                                             const SequenceLengths& lengths) const {
     return {0, lengths.seqlen_k};
@@ -146,6 +154,27 @@ constexpr bool check_score_policy() {
                    bool>::value,
       "a score policy's all_visible(IndexRange, IndexRange, SequenceLengths) const must return "
       "bool");
+  return true;
+}
+
+// What the backward pass asks on top of check_score_policy: a policy that transforms scores
+// says how its transform's derivative looks (ScorePolicyBase's is that of the identity, so
+// inheriting it would silently drop the transform from the gradients).
+template <class Policy>
+constexpr bool check_backward_policy() {
+  static_assert(check_score_policy<Policy>(), "");
+  static_assert(
+      std::is_same<decltype(std::declval<const Policy&>().transform_gradient(
+                       0.f, 0.f, std::declval<ScoreCoord>(), std::declval<SequenceLengths>())),
+                   float>::value,
+      "a score policy's transform_gradient(float, float, ScoreCoord, SequenceLengths) const "
+      "must return float");
+  static_assert(!Policy::kTransformsScores ||
+                    !std::is_same<decltype(&Policy::transform_gradient),
+                                  decltype(&ScorePolicyBase::transform_gradient)>::value,
+                "a score policy with kTransformsScores must define transform_gradient(scaled_"
+                "score, logit, ScoreCoord, SequenceLengths), d logit / d scaled_score, for the "
+                "backward pass (1 for a bias)");
   return true;
 }
 

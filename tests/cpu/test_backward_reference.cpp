@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// The backward pass's host reference (support/backward_reference.hpp) and the policies'
+// transform_gradient: each gradient the reference returns matches the central finite difference
+// of the loss sum(dO * O) with respect to every element of Q, K and V, for every built-in policy
+// and their combination, under GQA, both length orders and rows that see no key.
+#include "support/catch.hpp"
+
+#include <flashmma/attention/builtin_policies.hpp>
+#include <flashmma/attention/score_policy.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "support/backward_reference.hpp"
+
+namespace {
+
+using flashmma::AlibiBias;
+using flashmma::CausalMask;
+using flashmma::Combined;
+using flashmma::FullAttention;
+using flashmma::ProblemShape;
+using flashmma::SlidingWindow;
+using flashmma::Softcap;
+using flashmma::test::backward_reference;
+
+static_assert(flashmma::check_backward_policy<FullAttention>());
+static_assert(flashmma::check_backward_policy<CausalMask>());
+static_assert(flashmma::check_backward_policy<SlidingWindow>());
+static_assert(flashmma::check_backward_policy<AlibiBias>());
+static_assert(flashmma::check_backward_policy<Softcap>());
+static_assert(flashmma::check_backward_policy<Combined<Softcap, Combined<AlibiBias, SlidingWindow>>>());
+
+std::vector<double> random_values(std::size_t n, unsigned seed, double spread) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<double> normal(0.0, spread);
+  std::vector<double> values(n);
+  for (double& x : values) x = normal(generator);
+  return values;
+}
+
+// sum(dO * O) for the given inputs: the loss whose gradients the reference returns.
+template <class Policy>
+double loss(const ProblemShape& shape, double scale, const Policy& policy,
+            const std::vector<double>& q, const std::vector<double>& k,
+            const std::vector<double>& v, const std::vector<double>& d_o) {
+  const std::vector<double> o = backward_reference(shape, scale, policy, q, k, v, d_o).o;
+  double total = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) total += d_o[i] * o[i];
+  return total;
+}
+
+// Largest |finite difference - analytic| over every element of `x` (one of q, k, v).
+template <class Policy>
+double worst_difference(const ProblemShape& shape, double scale, const Policy& policy,
+                        std::vector<double>& q, std::vector<double>& k, std::vector<double>& v,
+                        const std::vector<double>& d_o, std::vector<double>& x,
+                        const std::vector<double>& analytic, double step) {
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + step;
+    const double up = loss(shape, scale, policy, q, k, v, d_o);
+    x[i] = saved - step;
+    const double down = loss(shape, scale, policy, q, k, v, d_o);
+    x[i] = saved;
+    worst = std::max(worst, std::fabs((up - down) / (2 * step) - analytic[i]));
+  }
+  return worst;
+}
+
+double largest(const std::vector<double>& values) {
+  double m = 0;
+  for (double x : values) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Checks dQ, dK and dV against finite differences. A policy that transforms scores runs its
+// transform in float (as the kernels do), so its loss is smooth only to float rounding: a larger
+// step and tolerance there.
+template <class Policy>
+void check_gradients(const ProblemShape& shape, const Policy& policy,
+                     bool scores_have_gradient = true) {
+  const double scale = 0.7;
+  std::vector<double> q = random_values(static_cast<std::size_t>(shape.q_elements()), 1, 1.0);
+  std::vector<double> k = random_values(static_cast<std::size_t>(shape.kv_elements()), 2, 1.0);
+  std::vector<double> v = random_values(static_cast<std::size_t>(shape.kv_elements()), 3, 1.0);
+  const std::vector<double> d_o =
+      random_values(static_cast<std::size_t>(shape.q_elements()), 4, 1.0);
+  const flashmma::test::BackwardReference r = backward_reference(shape, scale, policy, q, k, v, d_o);
+  const bool in_float = Policy::kTransformsScores;
+  const double step = in_float ? 1e-3 : 1e-5;
+  const double tolerance = in_float ? 2e-3 : 1e-7;
+  const double dq = worst_difference(shape, scale, policy, q, k, v, d_o, q, r.dq, step);
+  const double dk = worst_difference(shape, scale, policy, q, k, v, d_o, k, r.dk, step);
+  const double dv = worst_difference(shape, scale, policy, q, k, v, d_o, v, r.dv, step);
+  INFO("worst |finite difference - reference|: dQ " << dq << ", dK " << dk << ", dV " << dv
+                                                   << " (largest gradient "
+                                                   << largest(r.dq) << ", " << largest(r.dk)
+                                                   << ", " << largest(r.dv) << ")");
+  CHECK(dq <= tolerance * std::max(1.0, largest(r.dq)));
+  CHECK(dk <= tolerance * std::max(1.0, largest(r.dk)));
+  CHECK(dv <= tolerance * std::max(1.0, largest(r.dv)));
+  // Not all zero, or the check would pass vacuously (but a row that sees one key has P = 1 and
+  // no score gradient at all).
+  CHECK((largest(r.dq) > 1e-3) == scores_have_gradient);
+  CHECK(largest(r.dv) > 1e-3);
+}
+
+// GQA (4 query heads over 2), both length orders, an odd head dim's worth of columns.
+const ProblemShape kWide = flashmma::make_problem_shape(2, 5, 9, 4, 2, 6);
+const ProblemShape kTall = flashmma::make_problem_shape(1, 9, 5, 4, 2, 6);
+
+TEST_CASE("the backward reference matches finite differences without and with masks",
+          "[backward][reference]") {
+  for (const ProblemShape& shape : {kWide, kTall}) {
+    INFO("seqlen_q " << shape.seqlen_q << ", seqlen_k " << shape.seqlen_k);
+    check_gradients(shape, FullAttention{});
+    check_gradients(shape, CausalMask{});  // the tall case has rows that see no key
+    check_gradients(shape, SlidingWindow{{}, 2, 1});
+    check_gradients(shape, SlidingWindow{{}, 0, 0}, /*scores_have_gradient=*/false);
+  }
+}
+
+TEST_CASE("the backward reference matches finite differences through the score transforms",
+          "[backward][reference]") {
+  const std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f};  // one per query head
+  const AlibiBias alibi{{}, slopes.data(), 0};
+  const Softcap cap = Softcap::with_cap(1.5f);  // small: the tanh bends the scores hard
+  for (const ProblemShape& shape : {kWide, kTall}) {
+    INFO("seqlen_q " << shape.seqlen_q << ", seqlen_k " << shape.seqlen_k);
+    check_gradients(shape, cap);
+    check_gradients(shape, alibi);
+    check_gradients(shape, Combined<AlibiBias, CausalMask>{{}, alibi, {}});
+    check_gradients(shape, Combined<Softcap, Combined<AlibiBias, SlidingWindow>>{
+                               {}, cap, {{}, alibi, SlidingWindow{{}, 3, 0}}});
+  }
+}
+
+TEST_CASE("transform_gradient is the transform's derivative", "[backward][policy]") {
+  const flashmma::SequenceLengths lengths{16, 16};
+  const std::vector<float> slopes = {0.5f};
+  const Combined<Softcap, AlibiBias> both{{}, Softcap::with_cap(2.f), {{}, slopes.data(), 0}};
+  for (float s = -6.f; s <= 6.f; s += 0.5f) {
+    const flashmma::ScoreCoord c{0, 0, 9, 4};
+    const float h = 1e-2f;
+    const float numeric = (both.transform(s + h, c, lengths) - both.transform(s - h, c, lengths)) /
+                          (2 * h);
+    INFO("scaled score " << s);
+    CHECK(std::fabs(both.transform_gradient(s, both.transform(s, c, lengths), c, lengths) -
+                    numeric) < 1e-3f);
+  }
+}
+
+}  // namespace
