@@ -26,6 +26,7 @@ using flashmma::ProblemShape;
 using flashmma::SlidingWindow;
 using flashmma::Softcap;
 using flashmma::test::backward_reference;
+using flashmma::test::ReferenceDropout;
 
 static_assert(flashmma::check_backward_policy<FullAttention>());
 static_assert(flashmma::check_backward_policy<CausalMask>());
@@ -46,8 +47,9 @@ std::vector<double> random_values(std::size_t n, unsigned seed, double spread) {
 template <class Policy>
 double loss(const ProblemShape& shape, double scale, const Policy& policy,
             const std::vector<double>& q, const std::vector<double>& k,
-            const std::vector<double>& v, const std::vector<double>& d_o) {
-  const std::vector<double> o = backward_reference(shape, scale, policy, q, k, v, d_o).o;
+            const std::vector<double>& v, const std::vector<double>& d_o,
+            const ReferenceDropout& dropout) {
+  const std::vector<double> o = backward_reference(shape, scale, policy, q, k, v, d_o, dropout).o;
   double total = 0;
   for (std::size_t i = 0; i < o.size(); ++i) total += d_o[i] * o[i];
   return total;
@@ -57,15 +59,16 @@ double loss(const ProblemShape& shape, double scale, const Policy& policy,
 template <class Policy>
 double worst_difference(const ProblemShape& shape, double scale, const Policy& policy,
                         std::vector<double>& q, std::vector<double>& k, std::vector<double>& v,
-                        const std::vector<double>& d_o, std::vector<double>& x,
-                        const std::vector<double>& analytic, double step) {
+                        const std::vector<double>& d_o, const ReferenceDropout& dropout,
+                        std::vector<double>& x, const std::vector<double>& analytic,
+                        double step) {
   double worst = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double saved = x[i];
     x[i] = saved + step;
-    const double up = loss(shape, scale, policy, q, k, v, d_o);
+    const double up = loss(shape, scale, policy, q, k, v, d_o, dropout);
     x[i] = saved - step;
-    const double down = loss(shape, scale, policy, q, k, v, d_o);
+    const double down = loss(shape, scale, policy, q, k, v, d_o, dropout);
     x[i] = saved;
     worst = std::max(worst, std::fabs((up - down) / (2 * step) - analytic[i]));
   }
@@ -83,20 +86,21 @@ double largest(const std::vector<double>& values) {
 // step and tolerance there.
 template <class Policy>
 void check_gradients(const ProblemShape& shape, const Policy& policy,
-                     bool scores_have_gradient = true) {
+                     bool scores_have_gradient = true, const ReferenceDropout& dropout = {}) {
   const double scale = 0.7;
   std::vector<double> q = random_values(static_cast<std::size_t>(shape.q_elements()), 1, 1.0);
   std::vector<double> k = random_values(static_cast<std::size_t>(shape.kv_elements()), 2, 1.0);
   std::vector<double> v = random_values(static_cast<std::size_t>(shape.kv_elements()), 3, 1.0);
   const std::vector<double> d_o =
       random_values(static_cast<std::size_t>(shape.q_elements()), 4, 1.0);
-  const flashmma::test::BackwardReference r = backward_reference(shape, scale, policy, q, k, v, d_o);
+  const flashmma::test::BackwardReference r =
+      backward_reference(shape, scale, policy, q, k, v, d_o, dropout);
   const bool in_float = Policy::kTransformsScores;
   const double step = in_float ? 1e-3 : 1e-5;
   const double tolerance = in_float ? 2e-3 : 1e-7;
-  const double dq = worst_difference(shape, scale, policy, q, k, v, d_o, q, r.dq, step);
-  const double dk = worst_difference(shape, scale, policy, q, k, v, d_o, k, r.dk, step);
-  const double dv = worst_difference(shape, scale, policy, q, k, v, d_o, v, r.dv, step);
+  const double dq = worst_difference(shape, scale, policy, q, k, v, d_o, dropout, q, r.dq, step);
+  const double dk = worst_difference(shape, scale, policy, q, k, v, d_o, dropout, k, r.dk, step);
+  const double dv = worst_difference(shape, scale, policy, q, k, v, d_o, dropout, v, r.dv, step);
   INFO("worst |finite difference - reference|: dQ " << dq << ", dK " << dk << ", dV " << dv
                                                    << " (largest gradient "
                                                    << largest(r.dq) << ", " << largest(r.dk)
@@ -138,6 +142,31 @@ TEST_CASE("the backward reference matches finite differences through the score t
     check_gradients(shape, Combined<Softcap, Combined<AlibiBias, SlidingWindow>>{
                                {}, cap, {{}, alibi, SlidingWindow{{}, 3, 0}}});
   }
+}
+
+TEST_CASE("the backward reference matches finite differences under dropout",
+          "[backward][reference][dropout]") {
+  // The mask is fixed by (seed, offset), so the loss stays differentiable in Q, K and V.
+  const ReferenceDropout dropout{0.3f, 0x5eed5eed12345678ull, 11};
+  for (const ProblemShape& shape : {kWide, kTall}) {
+    INFO("seqlen_q " << shape.seqlen_q << ", seqlen_k " << shape.seqlen_k);
+    check_gradients(shape, FullAttention{}, true, dropout);
+    check_gradients(shape, CausalMask{}, true, dropout);
+    check_gradients(shape, Softcap::with_cap(1.5f), true, dropout);
+  }
+  // Dropout changes O, and p = 0 is no dropout at all.
+  const std::vector<double> q = random_values(kWide.q_elements(), 1, 1.0);
+  const std::vector<double> k = random_values(kWide.kv_elements(), 2, 1.0);
+  const std::vector<double> v = random_values(kWide.kv_elements(), 3, 1.0);
+  const std::vector<double> d_o = random_values(kWide.q_elements(), 4, 1.0);
+  const auto plain = backward_reference(kWide, 0.7, FullAttention{}, q, k, v, d_o);
+  const auto dropped = backward_reference(kWide, 0.7, FullAttention{}, q, k, v, d_o, dropout);
+  const auto none = backward_reference(kWide, 0.7, FullAttention{}, q, k, v, d_o,
+                                       ReferenceDropout{0.f, 1, 2});
+  CHECK(plain.o != dropped.o);
+  CHECK(plain.lse == dropped.lse);
+  CHECK(plain.o == none.o);
+  CHECK(plain.dq == none.dq);
 }
 
 TEST_CASE("transform_gradient is the transform's derivative", "[backward][policy]") {

@@ -12,6 +12,10 @@
 // with a K/V head's dK and dV summed over the query heads of its group, and a row that sees no
 // key contributing nothing (O = 0, LSE = -inf). Tensors are dense doubles, [batch, seq, heads,
 // head_dim] (BSHD) with the head dim contiguous; the transform runs in float, as in the kernels.
+//
+// Dropout (FlashAttention-2's semantics, attention/philox.hpp's mask): a kept pair's probability
+// is scaled by z = 1 / (1 - p), a dropped one's is 0, in O and in dV; dP_ij is z dO_i . v_j where
+// kept and 0 where dropped; the LSE and D_i = dO_i . O_i are unchanged in form.
 #pragma once
 
 #include <cmath>
@@ -19,11 +23,19 @@
 #include <limits>
 #include <vector>
 
+#include "flashmma/attention/philox.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/problem_shape.hpp"
 
 namespace flashmma {
 namespace test {
+
+// Dropout of probability p (0: none) with the mask of (seed, offset).
+struct ReferenceDropout {
+  float p = 0.f;
+  uint64_t seed = 0;
+  uint32_t offset = 0;
+};
 
 struct BackwardReference {
   std::vector<double> o;    // [batch, seqlen_q, heads_q, head_dim]
@@ -43,7 +55,8 @@ template <class Policy>
 BackwardReference backward_reference(const ProblemShape& shape, double scale,
                                      const Policy& policy, const std::vector<double>& q,
                                      const std::vector<double>& k, const std::vector<double>& v,
-                                     const std::vector<double>& d_o) {
+                                     const std::vector<double>& d_o,
+                                     const ReferenceDropout& dropout = {}) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const int64_t d = shape.head_dim, sq = shape.seqlen_q, sk = shape.seqlen_k;
   const int64_t hq = shape.heads_q, hkv = shape.heads_kv;
@@ -56,7 +69,9 @@ BackwardReference backward_reference(const ProblemShape& shape, double scale,
   r.lse.assign(static_cast<std::size_t>(shape.batch * hq * sq), -kInf);
 
   std::vector<double> scores(static_cast<std::size_t>(sk)), logits(scores.size()),
-      probabilities(scores.size());
+      probabilities(scores.size()), factors(scores.size());
+  const uint32_t threshold = dropout_threshold(dropout.p);
+  const double kept_scale = 1.0 / (1.0 - static_cast<double>(dropout.p));
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t kvh = h / (hq / hkv);
@@ -87,8 +102,16 @@ BackwardReference backward_reference(const ProblemShape& shape, double scale,
         double* o_row = &r.o[bshd_index(b, i, h, sq, hq, d)];
         for (int64_t j = 0; j < sk; ++j) {
           probabilities[j] = std::exp(logits[j] - lse);
+          // The dropout factor of the pair: z where kept, 0 where dropped, 1 without dropout.
+          factors[j] = 1.0;
+          if (dropout.p > 0.f) {
+            const bool keep = dropout_keep(dropout.seed, dropout.offset, b, hq, h,
+                                           static_cast<int32_t>(i), static_cast<int32_t>(j),
+                                           threshold);
+            factors[j] = keep ? kept_scale : 0.0;
+          }
           const double* v_row = &v[bshd_index(b, j, kvh, sk, hkv, d)];
-          for (int64_t x = 0; x < d; ++x) o_row[x] += probabilities[j] * v_row[x];
+          for (int64_t x = 0; x < d; ++x) o_row[x] += factors[j] * probabilities[j] * v_row[x];
         }
 
         const double* do_row = &d_o[bshd_index(b, i, h, sq, hq, d)];
@@ -102,9 +125,10 @@ BackwardReference backward_reference(const ProblemShape& shape, double scale,
           const double* k_row = &k[kv_offset];
           double dp = 0;
           for (int64_t x = 0; x < d; ++x) {
-            r.dv[kv_offset + x] += probabilities[j] * do_row[x];
+            r.dv[kv_offset + x] += factors[j] * probabilities[j] * do_row[x];
             dp += do_row[x] * v_row[x];
           }
+          dp *= factors[j];  // dP_ij = z_ij dO_i . v_j
           double ds = probabilities[j] * (dp - delta);
           if constexpr (Policy::kTransformsScores) {
             ds *= policy.transform_gradient(static_cast<float>(scores[j]),
