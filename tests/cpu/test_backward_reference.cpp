@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "support/backward_reference.hpp"
+#include "support/random_values.hpp"
 
 namespace {
 
@@ -26,6 +26,7 @@ using flashmma::ProblemShape;
 using flashmma::SlidingWindow;
 using flashmma::Softcap;
 using flashmma::test::backward_reference;
+using flashmma::test::normal_values;
 using flashmma::test::ReferenceDropout;
 
 static_assert(flashmma::check_backward_policy<FullAttention>());
@@ -34,14 +35,6 @@ static_assert(flashmma::check_backward_policy<SlidingWindow>());
 static_assert(flashmma::check_backward_policy<AlibiBias>());
 static_assert(flashmma::check_backward_policy<Softcap>());
 static_assert(flashmma::check_backward_policy<Combined<Softcap, Combined<AlibiBias, SlidingWindow>>>());
-
-std::vector<double> random_values(std::size_t n, unsigned seed, double spread) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> normal(0.0, spread);
-  std::vector<double> values(n);
-  for (double& x : values) x = normal(generator);
-  return values;
-}
 
 // sum(dO * O) for the given inputs: the loss whose gradients the reference returns.
 template <class Policy>
@@ -88,11 +81,10 @@ template <class Policy>
 void check_gradients(const ProblemShape& shape, const Policy& policy,
                      bool scores_have_gradient = true, const ReferenceDropout& dropout = {}) {
   const double scale = 0.7;
-  std::vector<double> q = random_values(static_cast<std::size_t>(shape.q_elements()), 1, 1.0);
-  std::vector<double> k = random_values(static_cast<std::size_t>(shape.kv_elements()), 2, 1.0);
-  std::vector<double> v = random_values(static_cast<std::size_t>(shape.kv_elements()), 3, 1.0);
-  const std::vector<double> d_o =
-      random_values(static_cast<std::size_t>(shape.q_elements()), 4, 1.0);
+  std::vector<double> q = normal_values(shape.q_elements(), 1);
+  std::vector<double> k = normal_values(shape.kv_elements(), 2);
+  std::vector<double> v = normal_values(shape.kv_elements(), 3);
+  const std::vector<double> d_o = normal_values(shape.q_elements(), 4);
   const flashmma::test::BackwardReference r =
       backward_reference(shape, scale, policy, q, k, v, d_o, dropout);
   const bool in_float = Policy::kTransformsScores;
@@ -155,10 +147,10 @@ TEST_CASE("the backward reference matches finite differences under dropout",
     check_gradients(shape, Softcap::with_cap(1.5f), true, dropout);
   }
   // Dropout changes O, and p = 0 is no dropout at all.
-  const std::vector<double> q = random_values(kWide.q_elements(), 1, 1.0);
-  const std::vector<double> k = random_values(kWide.kv_elements(), 2, 1.0);
-  const std::vector<double> v = random_values(kWide.kv_elements(), 3, 1.0);
-  const std::vector<double> d_o = random_values(kWide.q_elements(), 4, 1.0);
+  const std::vector<double> q = normal_values(kWide.q_elements(), 1);
+  const std::vector<double> k = normal_values(kWide.kv_elements(), 2);
+  const std::vector<double> v = normal_values(kWide.kv_elements(), 3);
+  const std::vector<double> d_o = normal_values(kWide.q_elements(), 4);
   const auto plain = backward_reference(kWide, 0.7, FullAttention{}, q, k, v, d_o);
   const auto dropped = backward_reference(kWide, 0.7, FullAttention{}, q, k, v, d_o, dropout);
   const auto none = backward_reference(kWide, 0.7, FullAttention{}, q, k, v, d_o,

@@ -17,23 +17,17 @@
 
 #include "support/backward_reference.hpp"
 #include "support/kvcache_reference.hpp"
+#include "support/random_values.hpp"
 
 namespace {
 
 using flashmma::CausalMask;
 using flashmma::FullAttention;
 using flashmma::test::KVCache;
+using flashmma::test::normal_values;
 using flashmma::test::KVCacheCall;
 using flashmma::test::RotaryStyle;
 using flashmma::test::RotaryTable;
-
-std::vector<double> random_values(int64_t n, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(static_cast<std::size_t>(n));
-  for (double& x : values) x = normal(generator);
-  return values;
-}
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
@@ -43,7 +37,7 @@ TEST_CASE("rotary embedding makes q . k a function of relative position", "[kvca
   for (const RotaryStyle style : {RotaryStyle::kInterleaved, RotaryStyle::kHalves}) {
     for (const int64_t rotary_dim : {int64_t{16}, int64_t{8}}) {  // all columns, and half of them
       const RotaryTable table = RotaryTable::standard(rotary_dim, 64, style);
-      const std::vector<double> q = random_values(16, 1), k = random_values(16, 2);
+      const std::vector<double> q = normal_values(16, 1), k = normal_values(16, 2);
       auto rotated_dot = [&](int64_t m, int64_t n) {
         std::vector<double> a = q, b = k;
         table.rotate(a.data(), m);
@@ -71,11 +65,11 @@ KVCacheCall make_call(RotaryStyle style) {
   call.seqlen_q = 2;
   call.heads_q = kHeadsQ;
   call.head_dim = kHeadDim;
-  call.q = random_values(kBatch * 2 * kHeadsQ * kHeadDim, 3);
+  call.q = normal_values(kBatch * 2 * kHeadsQ * kHeadDim, 3);
   call.cache_seqlens = {17, 0, 40};
   call.seqlen_new = 2;
-  call.k_new = random_values(kBatch * 2 * kHeadsKv * kHeadDim, 4);
-  call.v_new = random_values(kBatch * 2 * kHeadsKv * kHeadDim, 5);
+  call.k_new = normal_values(kBatch * 2 * kHeadsKv * kHeadDim, 4);
+  call.v_new = normal_values(kBatch * 2 * kHeadsKv * kHeadDim, 5);
   call.rotary = RotaryTable::standard(kHeadDim, kCapacity, style);
   call.rotate_queries_per_row = true;
   call.scale = 0.35;
@@ -87,8 +81,8 @@ KVCache contiguous_cache() {
   cache.heads = kHeadsKv;
   cache.head_dim = kHeadDim;
   cache.capacity = kCapacity;
-  cache.k = random_values(kBatch * kCapacity * kHeadsKv * kHeadDim, 6);
-  cache.v = random_values(kBatch * kCapacity * kHeadsKv * kHeadDim, 7);
+  cache.k = normal_values(kBatch * kCapacity * kHeadsKv * kHeadDim, 6);
+  cache.v = normal_values(kBatch * kCapacity * kHeadsKv * kHeadDim, 7);
   return cache;
 }
 

@@ -26,6 +26,7 @@
 #include "flashmma/attention/philox.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/problem_shape.hpp"
+#include "support/policy_row.hpp"
 
 namespace flashmma {
 namespace test {
@@ -77,27 +78,18 @@ BackwardReference backward_reference(const ProblemShape& shape, double scale,
       const int64_t kvh = h / (hq / hkv);
       for (int64_t i = 0; i < sq; ++i) {
         const double* q_row = &q[bshd_index(b, i, h, sq, hq, d)];
-        double row_max = -kInf;
-        for (int64_t j = 0; j < sk; ++j) {
-          const ScoreCoord c = score_coord(b, h, i, j);
-          const double* k_row = &k[bshd_index(b, j, kvh, sk, hkv, d)];
-          double dot = 0;
-          for (int64_t x = 0; x < d; ++x) dot += q_row[x] * k_row[x];
-          scores[j] = scale * dot;
-          logits[j] = -kInf;
-          if (policy_visible(policy, c, lengths)) {
-            logits[j] = scores[j];
-            if constexpr (Policy::kTransformsScores) {
-              logits[j] = policy.transform(static_cast<float>(scores[j]), c, lengths);
-            }
-          }
-          row_max = std::fmax(row_max, logits[j]);
-        }
+        const double row_max = policy_row_logits(
+            policy, b, h, i, lengths, scale,
+            [&](int64_t j) {
+              const double* k_row = &k[bshd_index(b, j, kvh, sk, hkv, d)];
+              double dot = 0;
+              for (int64_t x = 0; x < d; ++x) dot += q_row[x] * k_row[x];
+              return dot;
+            },
+            scores.data(), logits.data());
         if (row_max == -kInf) continue;  // sees no key: O = 0, LSE = -inf, no gradient
 
-        double sum = 0;
-        for (int64_t j = 0; j < sk; ++j) sum += std::exp(logits[j] - row_max);
-        const double lse = row_max + std::log(sum);
+        const double lse = row_log_sum_exp(logits.data(), sk, row_max);
         r.lse[(b * hq + h) * sq + i] = lse;
         double* o_row = &r.o[bshd_index(b, i, h, sq, hq, d)];
         for (int64_t j = 0; j < sk; ++j) {

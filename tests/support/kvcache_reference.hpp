@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "flashmma/attention/score_policy.hpp"
+#include "support/policy_row.hpp"
 
 namespace flashmma {
 namespace test {
@@ -140,24 +141,17 @@ KVCacheResult kvcache_reference(const KVCacheCall& call, KVCache& cache, const P
         if (call.rotary.rotary_dim > 0) {
           call.rotary.rotate(query.data(), call.rotate_queries_per_row ? cached + i : cached);
         }
-        double row_max = -kInf;  // 3. attend
-        for (int64_t j = 0; j < keys; ++j) {
-          const ScoreCoord c = score_coord(b, h, i, j);
-          logits[j] = -kInf;
-          if (!policy_visible(policy, c, lengths)) continue;
-          const double* k_row = &cache.k[cache.offset(entry, j, kvh)];
-          double dot = 0;
-          for (int64_t x = 0; x < d; ++x) dot += query[x] * k_row[x];
-          logits[j] = call.scale * dot;
-          if constexpr (Policy::kTransformsScores) {
-            logits[j] = policy.transform(static_cast<float>(logits[j]), c, lengths);
-          }
-          row_max = std::fmax(row_max, logits[j]);
-        }
+        const double row_max = policy_row_logits(  // 3. attend
+            policy, b, h, i, lengths, call.scale,
+            [&](int64_t j) {
+              const double* k_row = &cache.k[cache.offset(entry, j, kvh)];
+              double dot = 0;
+              for (int64_t x = 0; x < d; ++x) dot += query[x] * k_row[x];
+              return dot;
+            },
+            nullptr, logits.data());
         if (row_max == -kInf) continue;  // no visible key: O = 0, LSE = -inf
-        double sum = 0;
-        for (int64_t j = 0; j < keys; ++j) sum += std::exp(logits[j] - row_max);
-        const double lse = row_max + std::log(sum);
+        const double lse = row_log_sum_exp(logits.data(), keys, row_max);
         r.lse[(b * hq + h) * sq + i] = lse;
         for (int64_t j = 0; j < keys; ++j) {
           if (logits[j] == -kInf) continue;
