@@ -37,6 +37,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -200,13 +201,17 @@ struct Shape {
   int64_t window_right = -1;
   float softcap = 0.f;
   bool alibi = false;
+  // > 0: K and V are a paged KV cache of pages of this many keys, in a shuffled order, read
+  // through a block table (params.block_table); 0: contiguous.
+  int64_t page_size = 0;
   std::string config;  // empty: --config
 };
 
 bool has_window(const Shape& s) { return s.window_left >= 0 || s.window_right >= 0; }
 bool has_variant(const Shape& s) { return has_window(s) || s.softcap != 0.f || s.alibi; }
 
-// "-", or the variant's parts, e.g. "window(4096,0)", "alibi", "softcap=50", joined by '+'.
+// "-", or the variant's parts, e.g. "window(4096,0)", "alibi", "softcap=50", "page=16" (a paged
+// cache), joined by '+'.
 std::string variant_name(const Shape& s) {
   std::string name;
   auto add = [&name](const std::string& part) { name += (name.empty() ? "" : "+") + part; };
@@ -219,6 +224,7 @@ std::string variant_name(const Shape& s) {
     add(cap.str());
   }
   if (s.alibi) add("alibi");
+  if (s.page_size > 0) add("page=" + std::to_string(s.page_size));
   return name.empty() ? "-" : name;
 }
 
@@ -285,7 +291,9 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
   --preset NAME     fa2 (default): d in {64,128,256}, N in {1k,2k,4k,8k,16k}, B*N = 16384,
                     H*d = 2048, Sq = Sk = N; decode: one query per sequence, 32 query heads over 8
                     KV heads, d = 128, non-causal, B x Sk in {1 x 128k, 1 x 32k, 8 x 16k,
-                    32 x 4k, 64 x 8k, 128 x 2k}; variants: H*d = 2048, each variant next to its plain
+                    32 x 4k, 64 x 8k, 128 x 2k}; paged: each decode row, then the same with K
+                    and V in a paged cache of pages of 16 keys and of 256 (shape key page);
+                    variants: H*d = 2048, each variant next to its plain
                     row: a causal sliding window (4096, 0) at N = 16384, B = 1, d in {128,64};
                     ALiBi at d = 128, N in {4k,16k}, B*N = 16384, causal and not, through the
                     default dispatch, alibi-policy and alibi-user; softcap 50 at d = 128,
@@ -297,7 +305,9 @@ const char* kUsage = R"(flashmma_bench: times flashmma's forward pass.
                     separated by ',': b, h (query heads), hkv, sq, sk, n (sq = sk = n), d,
                     causal (0 or 1; else --mask applies), wl and wr (sliding window sides,
                     -1 unbounded), softcap (a number, 0 off), alibi (0 or 1: ALiBi with the
-                    slopes 2^(-8(h+1)/H)), config (this shape's --config).
+                    slopes 2^(-8(h+1)/H)), page (0 or a page size: K and V in a paged cache
+                    of shuffled pages, read through a block table), config (this shape's
+                    --config).
                     Example: "b=16,h=16,n=1024,d=128;b=1,h=16,n=16384,d=128,causal=1,wl=4096"
   --dtype T         fp16 (default), bf16 or both
   --mask M          none, causal or both (default)
@@ -413,10 +423,13 @@ Shape parse_shape(const std::string& spec) {
     } else if (key == "alibi") {
       if (value != 0 && value != 1) throw UsageError("alibi must be 0 or 1");
       shape.alibi = value == 1;
+    } else if (key == "page") {
+      if (value < 0) throw UsageError("page must be 0 (contiguous K and V) or a page size >= 1");
+      shape.page_size = value;
     } else {
       throw UsageError("unknown shape key '" + key +
                        "' (known: b, h, hkv, sq, sk, n, d, causal, wl, wr, softcap, alibi, "
-                       "config)");
+                       "page, config)");
     }
   }
   if (shape.seqlen_q <= 0 || shape.seqlen_k <= 0 || shape.head_dim <= 0) {
@@ -524,8 +537,9 @@ std::vector<Shape> preset_shapes(const std::string& name) {
         shapes.push_back(shape);
       }
     }
-  } else if (name == "decode") {
-    // A decoding step: one new query per sequence against its KV cache (GB/s is the measure).
+  } else if (name == "decode" || name == "paged") {
+    // A decoding step: one new query per sequence against its KV cache (GB/s is the measure);
+    // "paged": each cache contiguous, then in pages of 16 keys, then of 256.
     const std::pair<int64_t, int64_t> batch_by_cache[] = {
         {1, 131072}, {1, 32768}, {8, 16384}, {32, 4096}, {64, 8192}, {128, 2048}};
     for (const auto& [batch, cache] : batch_by_cache) {
@@ -537,14 +551,21 @@ std::vector<Shape> preset_shapes(const std::string& name) {
       shape.seqlen_k = cache;
       shape.head_dim = 128;
       shape.causal = 0;
-      shapes.push_back(shape);
+      if (name == "decode") {
+        shapes.push_back(shape);
+        continue;
+      }
+      for (const int64_t page_size : {0, 16, 256}) {  // the contiguous row, then its pages
+        shape.page_size = page_size;
+        shapes.push_back(shape);
+      }
     }
   } else if (name == "variants") {
     shapes = variant_shapes();
   } else if (name == "sm90") {
     shapes = sm90_shapes();
   } else {
-    throw UsageError("unknown preset '" + name + "' (known: fa2, decode, variants, sm90)");
+    throw UsageError("unknown preset '" + name + "' (known: fa2, decode, paged, variants, sm90)");
   }
   return shapes;
 }
@@ -795,11 +816,42 @@ struct TensorSizes {
   int64_t q_elements, kv_elements, o_elements, lse_elements;
 };
 
+// Pages per sequence of a paged shape: enough for seqlen_k keys.
+int64_t pages_per_sequence(const Shape& s) {
+  return s.page_size > 0 ? (s.seqlen_k + s.page_size - 1) / s.page_size : 0;
+}
+
 TensorSizes tensor_sizes(const Shape& s) {
+  // A paged cache holds whole pages: its pools may be a little larger than the keys.
+  const int64_t kv_rows =
+      s.page_size > 0 ? s.batch * pages_per_sequence(s) * s.page_size : s.batch * s.seqlen_k;
   return TensorSizes{s.batch * s.seqlen_q * s.heads_q * s.head_dim,
-                     s.batch * s.seqlen_k * s.heads_kv * s.head_dim,
+                     kv_rows * s.heads_kv * s.head_dim,
                      s.batch * s.seqlen_q * s.heads_q * s.head_dim,
                      s.batch * s.heads_q * s.seqlen_q};
+}
+
+// A paged shape's block table: every sequence's pages, in a shuffled order of the pool (a fixed
+// seed), as a cache that has allocated its pages over time holds them.
+std::vector<int32_t> shuffled_block_table(const Shape& s) {
+  std::vector<int32_t> table(static_cast<std::size_t>(s.batch * pages_per_sequence(s)));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  std::mt19937 rng(12345);
+  std::shuffle(table.begin(), table.end(), rng);
+  return table;
+}
+
+// The pages of one input set copied back in sequence order into `dense` ([batch, pages x
+// page_size, heads_kv, head_dim]), so that the output check reads them as a contiguous cache.
+void gather_pages(const Shape& s, const std::vector<int32_t>& table, const char* pool,
+                  char* dense, std::size_t element_bytes) {
+  const std::size_t page_bytes =
+      static_cast<std::size_t>(s.page_size * s.heads_kv * s.head_dim) * element_bytes;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    check_cuda(cudaMemcpy(dense + i * page_bytes, pool + table[i] * page_bytes, page_bytes,
+                          cudaMemcpyDeviceToDevice),
+               "cudaMemcpy(gathering pages)");
+  }
 }
 
 std::size_t round_up(std::size_t bytes, std::size_t multiple) {
@@ -907,6 +959,24 @@ Result run_case(const Case& c, const ConfigEntry& requested,
   params.alibi_slopes = s.alibi ? slopes.as<const float>() : nullptr;
   params.alibi_batch_stride = 0;
 
+  const std::vector<int32_t> table = s.page_size > 0 ? shuffled_block_table(s) : std::vector<int32_t>{};
+  DeviceBuffer table_device(std::max<std::size_t>(table.size() * sizeof(int32_t), kSetAlignment));
+  if (s.page_size > 0) {
+    if (!bshd) {
+      result.status = "error: a paged cache (page=) has the bshd layout; run it without --layout bhsd";
+      return result;
+    }
+    check_cuda(cudaMemcpy(table_device.as<void>(), table.data(), table.size() * sizeof(int32_t),
+                          cudaMemcpyHostToDevice),
+               "cudaMemcpy(block table)");
+    params.k_strides = {s.page_size * s.heads_kv * s.head_dim, s.head_dim, s.heads_kv * s.head_dim};
+    params.v_strides = params.k_strides;
+    params.block_table = table_device.as<const int32_t>();
+    params.block_table_batch_stride = pages_per_sequence(s);
+    params.page_size = s.page_size;
+    params.num_pages = static_cast<int64_t>(table.size());
+  }
+
   auto params_for_set = [&](int set) {
     flashmma::ForwardParams p = params;
     p.q = q.as<char>() + q_stride * set;
@@ -981,7 +1051,20 @@ Result run_case(const Case& c, const ConfigEntry& requested,
     result.status = "error: O holds " + std::to_string(bad) + " non-finite or unwritten values";
     return result;
   }
-  const OutputCheck check = check_output(params_for_set(0));
+  flashmma::ForwardParams checked = params_for_set(0);
+  DeviceBuffer dense_k(s.page_size > 0 ? kv_stride : kSetAlignment);
+  DeviceBuffer dense_v(s.page_size > 0 ? kv_stride : kSetAlignment);
+  if (s.page_size > 0) {  // the reference reads the pages in sequence order, as a dense cache
+    gather_pages(s, table, static_cast<const char*>(checked.k), dense_k.as<char>(), element_bytes);
+    gather_pages(s, table, static_cast<const char*>(checked.v), dense_v.as<char>(), element_bytes);
+    checked.k = dense_k.as<const void>();
+    checked.v = dense_v.as<const void>();
+    checked.k_strides = checked.v_strides =
+        flashmma::bshd_strides(pages_per_sequence(s) * s.page_size, s.heads_kv, s.head_dim);
+    checked.block_table = nullptr;
+    checked.block_table_batch_stride = checked.page_size = checked.num_pages = 0;
+  }
+  const OutputCheck check = check_output(checked);
   result.rel_error = check.relative_l2_error;
   if (!check.passed()) {
     std::ostringstream why;
@@ -1001,8 +1084,10 @@ Result run_case(const Case& c, const ConfigEntry& requested,
   result.tflops = flops / (result.ms_median * 1e-3) / 1e12;
   result.tflops_peak = flops / (result.ms_min * 1e-3) / 1e12;
   if (s.seqlen_q <= kBandwidthMaxSeqlenQ) {
+    // The keys' bytes, not the pools': a paged row and its contiguous row move the same data.
+    const double kv_elements = static_cast<double>(s.batch * s.seqlen_k * s.heads_kv * s.head_dim);
     const double bytes =
-        static_cast<double>(element_bytes) * (sizes.q_elements + 2 * sizes.kv_elements + sizes.o_elements);
+        static_cast<double>(element_bytes) * (sizes.q_elements + 2 * kv_elements + sizes.o_elements);
     result.gbps = bytes / (result.ms_median * 1e-3) / 1e9;
   }
   result.status = "ok";
@@ -1075,7 +1160,7 @@ struct DeviceSummary {
 const char* kCsvHeader =
     "dtype,config,layout,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,lse,"
     "input_sets,iters,ms_median,ms_min,tflops,tflops_peak,gbps,rel_error,status,"
-    "window_left,window_right,softcap,alibi,visible_pairs,entry,kernel";
+    "window_left,window_right,softcap,alibi,visible_pairs,entry,kernel,page_size";
 
 // The shortest decimal form of a float, e.g. "50" or "0.5".
 std::string shortest(float value) {
@@ -1098,7 +1183,7 @@ void write_csv(std::ostream& out, const std::vector<Result>& results, const Opti
         << scientific(r.rel_error) << "," << csv_quote(r.status) << "," << s.window_left << ","
         << s.window_right << "," << shortest(s.softcap) << "," << (s.alibi ? 1 : 0) << ","
         << number(r.visible_pairs, 0) << "," << csv_quote(r.entry) << ","
-        << csv_quote(r.kernel) << "\n";
+        << csv_quote(r.kernel) << "," << s.page_size << "\n";
   }
 }
 
@@ -1129,7 +1214,8 @@ void write_json(std::ostream& out, const std::vector<Result>& results, const Opt
         << ", \"softcap\": " << shortest(s.softcap) << ", \"alibi\": "
         << (s.alibi ? "true" : "false") << ", \"visible_pairs\": "
         << json_number(r.visible_pairs, 0) << ", \"entry\": " << json_string(r.entry)
-        << ", \"kernel\": " << json_string(r.kernel) << "}";
+        << ", \"kernel\": " << json_string(r.kernel) << ", \"page_size\": " << s.page_size
+        << "}";
   }
   out << "\n  ]\n}\n";
 }
@@ -1188,6 +1274,19 @@ void write_ratios(std::ostream& out, const std::vector<Result>& results) {
   std::vector<std::string> lines;
   for (const Result& r : results) {
     const Shape& s = r.run.shape;
+    if (r.status == "ok" && s.page_size > 0 && !has_variant(s)) {
+      const Result* contiguous = find(r, [](const Result& o) {
+        return o.run.shape.page_size == 0 && !has_variant(o.run.shape);
+      });
+      if (contiguous == nullptr) continue;
+      const double ratio = contiguous->ms_median / r.ms_median;
+      std::ostringstream line;
+      line << label(r) << " vs contiguous: GB/s " << number(r.gbps, 0) << " vs "
+           << number(contiguous->gbps, 0) << ": " << number(ratio, 3) << "x (goal >= 0.9"
+           << (ratio >= 0.9 ? ", met)" : ", NOT met)");
+      lines.push_back(line.str());
+      continue;
+    }
     if (r.status != "ok" || !has_variant(s)) continue;
     if (r.entry == "alibi-user") {
       const Result* builtin = find(r, [](const Result& o) {
@@ -1221,7 +1320,7 @@ void write_ratios(std::ostream& out, const std::vector<Result>& results) {
     lines.push_back(line.str());
   }
   if (lines.empty()) return;
-  out << "\nvariant ratios (median times):\n";
+  out << "\nvariant and paged-cache ratios (median times):\n";
   for (const std::string& line : lines) out << "  " << line << "\n";
 }
 

@@ -297,7 +297,7 @@ grep -E "mma.sync|per SM|B from" "$STEP_LOGS/mma_peak.log" 2>/dev/null | tee -a 
 if [ -f "$OUTDIR/perf.md" ]; then
   sed -n '/^## Summary/,/^## Target/p' "$OUTDIR/perf.md" | grep '^- ' | tee -a "$LOG"
 fi
-sed -n '/^variant ratios/,/^$/p' "$STEP_LOGS/bench_variants.log" 2>/dev/null | tee -a "$LOG"
+sed -n '/^variant and paged-cache ratios/,/^$/p' "$STEP_LOGS/bench_variants.log" 2>/dev/null | tee -a "$LOG"
 if [ -f "$OUTDIR/perf_variants.md" ]; then
   sed -n '/^### Summary/,/^### Sliding/p' "$OUTDIR/perf_variants.md" | grep '^- ' | tee -a "$LOG"
 fi

@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashmma_torch  # noqa: E402  (after the skip: importing builds the extension)
-from flashmma_torch import flash_attn_func  # noqa: E402
+from flashmma_torch import flash_attn_func, flash_attn_varlen_func  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -298,7 +298,7 @@ def test_different_devices_raise():
 
 
 def test_module_exports():
-    assert flashmma_torch.__all__ == ["flash_attn_func"]
+    assert flashmma_torch.__all__ == ["flash_attn_func", "flash_attn_varlen_func"]
     assert "bottom-right" in flash_attn_func.__doc__
 
 
@@ -736,6 +736,142 @@ def test_opcheck(head_dim, return_lse):
     torch.library.opcheck(forward, (q, k, v, None, False, 32, 16, 5.0, alibi_slopes_per_head(4), return_lse))
     slopes = alibi_slopes_per_batch_and_head(2, 4)
     torch.library.opcheck(forward, (q, k, v, 0.2, True, 48, -1, 0.5, slopes, return_lse))
+
+
+# --- variable-length batches (flash_attn_varlen_func) -------------------------------------------
+
+
+def make_varlen_inputs(seqlens_q, seqlens_k, heads_q, heads_kv, head_dim, dtype, seed=0):
+    """Packed q (total_q, Hq, D), k and v (total_k, Hkv, D), and the int32 prefix sums."""
+    generator = torch.Generator(device=DEVICE).manual_seed(seed)
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=generator, device=DEVICE, dtype=torch.float32).to(dtype)
+
+    def prefix_sums(lengths):
+        return torch.tensor([0] + list(lengths), device=DEVICE).cumsum(0).to(torch.int32)
+
+    q = normal(sum(seqlens_q), heads_q, head_dim)
+    k = normal(sum(seqlens_k), heads_kv, head_dim)
+    v = normal(sum(seqlens_k), heads_kv, head_dim)
+    return q, k, v, prefix_sums(seqlens_q), prefix_sums(seqlens_k)
+
+
+def varlen_reference(q, k, v, cu_q, cu_k, causal=False, window=(-1, -1), softcap=0.0, alibi_slopes=None, used_k=None):
+    """(out, lse) in fp32 by the dense reference, one sequence at a time: out (total_q, Hq, D),
+    lse (Hq, total_q)."""
+    out = torch.zeros(q.shape, dtype=torch.float32, device=DEVICE)
+    lse = torch.full((q.shape[1], q.shape[0]), -math.inf, device=DEVICE)
+    for b in range(cu_q.numel() - 1):
+        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
+        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
+        if used_k is not None:
+            k1 = k0 + int(used_k[b])
+        if q1 == q0 or k1 == k0:
+            continue  # no query, or no key: out 0, lse -inf
+        slopes = None
+        if alibi_slopes is not None:
+            slopes = alibi_slopes if alibi_slopes.dim() == 1 else alibi_slopes[b : b + 1]
+        o, l = reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, None, window, softcap, slopes)
+        out[q0:q1] = o[0]
+        lse[:, q0:q1] = l[0]
+    return out, lse
+
+
+VARLEN_LENGTHS = [
+    ([1, 17, 0, 130, 64], [5, 1, 200, 130, 300]),  # a sequence without queries; fewer keys than queries
+    ([1, 1, 1, 1], [1000, 1, 4097, 17]),  # decoding
+    ([129, 77, 256], [129, 77, 256]),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize(
+    "causal,window,softcap,alibi",
+    [(False, (-1, -1), 0.0, None), (True, (-1, -1), 0.0, None), (False, (32, 8), 0.0, None),
+     (True, (-1, -1), 30.0, "per_batch"), (False, (-1, -1), 0.0, "per_head")],
+    ids=["full", "causal", "window", "causal-softcap-alibi", "alibi"],
+)  # fmt: skip
+@pytest.mark.parametrize("lengths", VARLEN_LENGTHS, ids=["mixed", "decode", "prefill"])
+def test_varlen_matches_each_sequence(lengths, causal, window, softcap, alibi, dtype):
+    seqlens_q, seqlens_k = lengths
+    q, k, v, cu_q, cu_k = make_varlen_inputs(seqlens_q, seqlens_k, 8, 2, 128, dtype)
+    slopes = None if alibi is None else make_alibi_slopes(alibi, len(seqlens_q), 8)
+    out, lse = flash_attn_varlen_func(
+        q, k, v, cu_q, cu_k, max(seqlens_q), max(seqlens_k), causal=causal, window_size=window,
+        softcap=softcap, alibi_slopes=slopes, return_lse=True,
+    )  # fmt: skip
+    expected, expected_lse = varlen_reference(q, k, v, cu_q, cu_k, causal, window, softcap, slopes)
+    assert out.shape == q.shape and lse.shape == (8, q.shape[0])
+    assert relative_l2(out, expected) < TOLERANCE[dtype]
+    torch.testing.assert_close(lse, expected_lse, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("head_dim", [40, 100, 256])
+def test_varlen_head_dims_and_seqused_k(head_dim):
+    seqlens_q, seqlens_k = [3, 1, 50], [400, 64, 9]
+    q, k, v, cu_q, cu_k = make_varlen_inputs(seqlens_q, seqlens_k, 4, 4, head_dim, torch.float16)
+    used = torch.tensor([300, 0, 9], dtype=torch.int32, device=DEVICE)
+    out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 50, 400, causal=True, seqused_k=used)
+    expected, _ = varlen_reference(q, k, v, cu_q, cu_k, causal=True, used_k=used)
+    assert out.shape == q.shape
+    assert relative_l2(out, expected) < TOLERANCE[torch.float16]
+
+
+def test_varlen_equals_dense_on_equal_lengths():
+    q, k, v = make_inputs(3, 70, 90, 4, 2, 64, torch.bfloat16)
+    cu_q = torch.arange(4, device=DEVICE, dtype=torch.int32) * 70
+    cu_k = torch.arange(4, device=DEVICE, dtype=torch.int32) * 90
+    dense = flash_attn_func(q, k, v, causal=True)
+    packed = flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu_q, cu_k, 70, 90, causal=True)
+    # The dense call may run on the Hopper kernel, the packed one on the portable kernel: the
+    # same results up to rounding.
+    assert relative_l2(packed.view_as(dense), dense.float()) < TOLERANCE[torch.bfloat16]
+
+
+def test_varlen_rejects_what_it_cannot_run():
+    q, k, v, cu_q, cu_k = make_varlen_inputs([4, 5], [6, 7], 2, 2, 64, torch.float16)
+    with pytest.raises(TypeError, match="cu_seqlens_q must be torch.int32"):
+        flash_attn_varlen_func(q, k, v, cu_q.long(), cu_k, 5, 7)
+    with pytest.raises(ValueError, match=r"cu_seqlens_k must have shape \(3,\)"):
+        flash_attn_varlen_func(q, k, v, cu_q, cu_k[:2], 5, 7)
+    with pytest.raises(ValueError, match="cu_seqlens_q must be a CUDA tensor on q's device"):
+        flash_attn_varlen_func(q, k, v, cu_q.cpu(), cu_k, 5, 7)
+    with pytest.raises(ValueError, match="q must have 3 dimensions"):
+        flash_attn_varlen_func(q[None], k, v, cu_q, cu_k, 5, 7)
+    with pytest.raises(NotImplementedError, match="block_table is not supported yet"):
+        flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, block_table=cu_q)
+    with pytest.raises(NotImplementedError, match=r"dropout_p=0\.5 is not supported yet"):
+        flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, 0.5)
+
+
+def test_varlen_signature_is_flash_attention_2s():
+    parameters = list(inspect.signature(flash_attn_varlen_func).parameters)
+    assert parameters[:16] == [
+        "q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "dropout_p",
+        "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "deterministic",
+        "return_attn_probs", "block_table",
+    ]  # fmt: skip
+
+
+def test_varlen_opcheck_and_compile():
+    q, k, v, cu_q, cu_k = make_varlen_inputs([4, 33, 1], [60, 33, 2], 4, 2, 72, torch.bfloat16)
+    varlen = torch.ops.flashmma.varlen_forward.default
+    torch.library.opcheck(varlen, (q, k, v, cu_q, cu_k, None, 33, 60, None, True, -1, -1, 0.0, None, True))
+    torch.library.opcheck(varlen, (q, k, v, cu_q, cu_k, None, 33, 60, 0.2, False, 8, 2, 5.0, None, False))
+    compiled = torch.compile(
+        lambda *a: flash_attn_varlen_func(*a, causal=True, return_lse=True), fullgraph=True
+    )
+    out, lse = compiled(q, k, v, cu_q, cu_k, 33, 60)
+    expected, expected_lse = varlen_reference(q, k, v, cu_q, cu_k, causal=True)
+    assert relative_l2(out, expected) < TOLERANCE[torch.bfloat16]
+    torch.testing.assert_close(lse, expected_lse, rtol=1e-4, atol=1e-3)
+
+
+def test_varlen_requires_grad_raises():
+    q, k, v, cu_q, cu_k = make_varlen_inputs([4, 5], [6, 7], 2, 2, 64, torch.float16)
+    with pytest.raises(NotImplementedError, match=BACKWARD_MESSAGE):
+        flash_attn_varlen_func(q.requires_grad_(), k, v, cu_q, cu_k, 5, 7)
 
 
 # --- packaging ------------------------------------------------------------------------------------

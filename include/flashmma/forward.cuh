@@ -81,6 +81,15 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
                           : p.softmax_scale;
   args.softmax_scale = scale;
   args.softmax_scale_log2 = scale * kLog2e;
+  args.cu_seqlens_q = p.cu_seqlens_q;
+  args.cu_seqlens_k = p.cu_seqlens_k;
+  args.seqused_k = p.seqused_k;
+  args.lse_batch_stride = lse_batch_stride(p);
+  args.lse_head_stride = lse_head_stride(p);
+  args.block_table = p.block_table;
+  args.block_table_batch_stride = p.block_table_batch_stride;
+  args.page_size = static_cast<int32_t>(p.page_size);
+  args.num_pages = static_cast<int32_t>(p.num_pages);
   return args;
 }
 
@@ -103,7 +112,9 @@ Status launch_forward(const ForwardParams& params, const Policy& policy, const D
     if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
     return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
   } else {
-    if (splits > 1) return launch_split_forward<Config>(params, policy, args, in, splits, stream);
+    if (splits > 1 || runs_on_split_kernel(params)) {
+      return launch_split_forward<Config>(params, policy, args, in, splits, stream);
+    }
     typename Kernel::Params kernel_params{args, policy, Scheduler::make_params(in)};
     return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
   }

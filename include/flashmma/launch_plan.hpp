@@ -26,6 +26,13 @@
 namespace flashmma {
 namespace detail {
 
+// Whether a call runs on the split kernel even without a split: variable lengths and paged KV
+// caches run on it alone (sm80/forward_kernel.cuh says why).
+inline bool runs_on_split_kernel(const ForwardParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
+         p.block_table != nullptr;
+}
+
 // What the schedulers size their grids and groups from.
 template <class Config>
 SchedulerInputs scheduler_inputs(const ForwardParams& p, const DeviceInfo& device) {
@@ -111,7 +118,7 @@ bool runs_sm90_default(const ForwardParams& p, const DeviceInfo& device, bool sm
 
 // The workspace layout of a split call.
 inline SplitWorkspace split_layout(const ForwardParams& p, int splits) {
-  return split_workspace(splits, p.batch, p.heads_q, p.seqlen_q, p.head_dim);
+  return split_workspace(splits, lse_rows(p), p.head_dim);
 }
 
 // Checks that the caller's workspace holds the partials of `splits` splits.
@@ -186,6 +193,10 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   "sm80::ForwardKernel<TileConfig<...>, FullAttention, PlainScheduler>"
 //   "sm80::ForwardKernel<TileConfig<...>, FullAttention, SplitScheduler> in 4 splits, then
 //    split_combine_kernel"
+//   "sm80::ForwardKernel<TileConfig<...>, CausalMask, SplitScheduler> in 1 split" (variable
+//    lengths without a split)
+//   "sm80::ForwardKernel<TileConfig<...>, CausalMask, SplitScheduler, KVPages> in 3 splits, then
+//    split_combine_kernel" (a paged KV cache)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -212,10 +223,17 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
         if (Status s = detail::plan_splits<Portable>(
                 params, device, detail::scheduler_inputs<Portable>(params, device), false,
                 splits);
-            !s || splits == 1) {
+            !s || (splits == 1 && !detail::runs_on_split_kernel(params))) {
           return detail::forward_kernel_name<Portable>(policy_name, SchedulerFor<Policy>::kName);
         }
-        return detail::forward_kernel_name<Portable>(policy_name, SplitScheduler::kName) +
+        const std::string split_kernel = paged_kv(params) ? std::string(SplitScheduler::kName) +
+                                                                ", KVPages"
+                                                          : SplitScheduler::kName;
+        if (splits == 1) {  // variable lengths or pages: the split kernel, unsplit
+          return detail::forward_kernel_name<Portable>(policy_name, split_kernel.c_str()) +
+                 " in 1 split";
+        }
+        return detail::forward_kernel_name<Portable>(policy_name, split_kernel.c_str()) +
                " in " + std::to_string(splits) + " splits, then split_combine_kernel";
       },
       [] { return std::string(); });

@@ -61,7 +61,8 @@ struct ForwardParams : ProblemShape {
   const void* k = nullptr;  // [batch, seqlen_k, heads_kv, head_dim] through k_strides
   const void* v = nullptr;  // [batch, seqlen_k, heads_kv, head_dim] through v_strides
   void* o = nullptr;        // [batch, seqlen_q, heads_q, head_dim] through o_strides
-  // Optional: fp32 [batch, heads_q, seqlen_q], contiguous. nullptr skips it.
+  // Optional: fp32 [batch, heads_q, seqlen_q] ([heads_q, total_q] with cu_seqlens_q),
+  // contiguous. nullptr skips it.
   float* lse = nullptr;
 
   // The sizes are ProblemShape's. head_dim: any multiple of 8 up to 256; a kernel built for a
@@ -103,6 +104,54 @@ struct ForwardParams : ProblemShape {
   int num_splits = 0;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+
+  // Variable-length batches, in FlashAttention's varlen layout. With cu_seqlens_q, Q and O are
+  // packed, [total_q, heads_q, head_dim] (q_strides.batch and o_strides.batch 0), sequence b's
+  // queries at rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]); seqlen_q is then the longest
+  // sequence's length (max_seqlen_q), total_q the rows of Q, and the LSE is [heads_q, total_q].
+  // cu_seqlens_k does the same for K and V ([total_k, heads_kv, head_dim]; seqlen_k the
+  // longest). Either may come alone: packed queries over a dense cache, say. They are int32
+  // device arrays of batch + 1 prefix sums from 0, read by the kernels, so that a captured CUDA
+  // graph may change them between replays. nullptr: every sequence has seqlen_q (seqlen_k).
+  // A sequence longer than seqlen_q (seqlen_k) stops the kernel with an error (a trap).
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t total_q = 0;  // rows of packed Q and O; only with cu_seqlens_q
+  // Optional int32 device [batch]: how many keys each sequence uses, from its first (a KV
+  // cache's filled length), at most its length. nullptr: all of them. Read by the kernels.
+  const int32_t* seqused_k = nullptr;
+
+  // A paged KV cache (vLLM's and FlashAttention's layout). With block_table, K and V are pools of
+  // pages, [num_pages, page_size, heads_kv, head_dim] through k_strides and v_strides (whose
+  // batch stride steps from one page to the next), and key j of sequence b lives in page
+  // block_table[b * block_table_batch_stride + j / page_size], row j % page_size. The table is
+  // an int32 device array read by the kernels; its rows hold at least ceil(seqlen_k / page_size)
+  // entries, seqlen_k being the most keys a sequence may have, and seqused_k (optional) says
+  // how many each has. Any page size from 1 up. An entry outside [0, num_pages) stops the
+  // kernel (a trap). Not with cu_seqlens_k.
+  const int32_t* block_table = nullptr;
+  int64_t block_table_batch_stride = 0;  // entries per row of the table
+  int64_t page_size = 0;                 // keys per page
+  int64_t num_pages = 0;                 // pages in each pool
 };
+
+// True when K and V are pages of a paged KV cache (block_table).
+inline bool paged_kv(const ForwardParams& p) { return p.block_table != nullptr; }
+
+// True when Q and O are packed sequences of varying lengths (cu_seqlens_q).
+inline bool packed_queries(const ForwardParams& p) { return p.cu_seqlens_q != nullptr; }
+
+// The LSE's rows, [batch, heads_q, seqlen_q] or, with packed queries, [heads_q, total_q]: LSE
+// row (b, h, query i) is at b * lse_batch_stride(p) + h * lse_head_stride(p) + first + i, with
+// first 0 or cu_seqlens_q[b].
+inline int64_t lse_head_stride(const ForwardParams& p) {
+  return packed_queries(p) ? p.total_q : p.seqlen_q;
+}
+inline int64_t lse_batch_stride(const ForwardParams& p) {
+  return packed_queries(p) ? 0 : p.heads_q * p.seqlen_q;
+}
+inline int64_t lse_rows(const ForwardParams& p) {
+  return packed_queries(p) ? p.heads_q * p.total_q : p.lse_elements();
+}
 
 }  // namespace flashmma

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The two launches of a split-KV call (attention/split_kv.hpp): the forward kernel with
 // SplitScheduler writing partials, then SplitCombineKernel writing O and the LSE. forward.cuh's
-// launch path comes here when the plan (launch_plan.hpp) has more than one split.
+// launch path comes here when the plan (launch_plan.hpp) has more than one split, and for every
+// call of variable lengths or on a paged KV cache (runs_on_split_kernel).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "flashmma/attention/forward_args.hpp"
+#include "flashmma/attention/kv_pages.hpp"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/split_combine.cuh"
 #include "flashmma/attention/split_kv.hpp"
@@ -26,31 +28,48 @@
 namespace flashmma {
 namespace detail {
 
-template <class Config, class Policy>
-using SplitForwardKernel = sm80::ForwardKernel<Config, Policy, SplitScheduler>;
+template <class Config, class Policy, class Pages = NoKVPages>
+using SplitForwardKernel = sm80::ForwardKernel<Config, Policy, SplitScheduler, Pages>;
 
-// The two launches of a split call, on `stream`: partials, then their merge.
+// The launches of a split call, on `stream`: partials, then their merge. With one split
+// (variable lengths or a paged KV cache that need no split: runs_on_split_kernel) the kernel
+// writes O and the LSE itself and there is nothing to merge.
+// Pages: NoKVPages, or KVPages for a paged KV cache.
+template <class Config, class Policy, class Pages>
+Status launch_split_forward_on(const ForwardParams& p, const Policy& policy,
+                               const ForwardArgs<typename Config::element_type>& args,
+                               const SchedulerInputs& in, int splits, cudaStream_t stream) {
+  using Element = typename Config::element_type;
+  using Kernel = SplitForwardKernel<Config, Policy, Pages>;
+  SplitOutput output{nullptr, nullptr, SplitWorkspace{}};
+  if (splits > 1) {
+    if (Status s = check_workspace(p, splits); !s) return s;
+    output.layout = split_layout(p, splits);
+    auto* workspace = static_cast<unsigned char*>(p.workspace);
+    output.partial_o = reinterpret_cast<float*>(workspace + output.layout.o_offset);
+    output.partial_lse = reinterpret_cast<float*>(workspace + output.layout.lse_offset);
+  }
+  typename Kernel::Params kernel_params{args, policy, SplitScheduler::make_params(in, splits),
+                                        output};
+  if (Status s = launch_kernel<Kernel>(kernel_params, SplitScheduler::grid(in, splits), stream);
+      !s || splits == 1)
+    return s;
+  using Combine = SplitCombineKernel<Element>;
+  typename Combine::Params combine{output.partial_o, output.partial_lse, output.layout,
+                                   args.o,           p.o_strides,        p.lse,
+                                   p.heads_q,        lse_head_stride(p)};
+  return launch_kernel<Combine>(combine, GridShape{Combine::blocks(output.layout.rows), 1, 1},
+                                stream);
+}
+
 template <class Config, class Policy>
 Status launch_split_forward(const ForwardParams& p, const Policy& policy,
                             const ForwardArgs<typename Config::element_type>& args,
                             const SchedulerInputs& in, int splits, cudaStream_t stream) {
-  using Element = typename Config::element_type;
-  using Kernel = SplitForwardKernel<Config, Policy>;
-  if (Status s = check_workspace(p, splits); !s) return s;
-  const SplitWorkspace layout = split_layout(p, splits);
-  auto* workspace = static_cast<unsigned char*>(p.workspace);
-  float* partial_o = reinterpret_cast<float*>(workspace + layout.o_offset);
-  float* partial_lse = reinterpret_cast<float*>(workspace + layout.lse_offset);
-  typename Kernel::Params kernel_params{args, policy, SplitScheduler::make_params(in, splits),
-                                        SplitOutput{partial_o, partial_lse, layout}};
-  if (Status s = launch_kernel<Kernel>(kernel_params, SplitScheduler::grid(in, splits), stream);
-      !s)
-    return s;
-  using Combine = SplitCombineKernel<Element>;
-  typename Combine::Params combine{partial_o, partial_lse, layout,
-                                   args.o,    p.o_strides, p.lse,
-                                   p.heads_q, p.seqlen_q};
-  return launch_kernel<Combine>(combine, GridShape{Combine::blocks(layout.rows), 1, 1}, stream);
+  if (paged_kv(p)) {
+    return launch_split_forward_on<Config, Policy, KVPages>(p, policy, args, in, splits, stream);
+  }
+  return launch_split_forward_on<Config, Policy, NoKVPages>(p, policy, args, in, splits, stream);
 }
 
 }  // namespace detail

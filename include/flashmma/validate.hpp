@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -27,6 +28,8 @@ struct KernelRequirements {
   int block_m = 0;              // query rows per block, for the grid
   std::size_t smem_bytes = 0;   // dynamic shared memory per block
   int min_compute_capability = 80;
+  bool variable_lengths = true;  // runs cu_seqlens_q, cu_seqlens_k and seqused_k
+  bool paged_kv = true;          // runs block_table
 };
 
 // The requirements of one TileConfig or Sm90TileConfig.
@@ -40,6 +43,8 @@ KernelRequirements kernel_requirements() {
   req.block_m = Config::kBlockM;
   req.smem_bytes = Config::kSmemBytes;
   req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  req.variable_lengths = !IsSm90TileConfig<Config>::value;  // the Hopper kernel: dense only
+  req.paged_kv = !IsSm90TileConfig<Config>::value;
   return req;
 }
 
@@ -158,6 +163,99 @@ inline Status check_variant(const ForwardParams& p) {
   return Status::success();
 }
 
+// Variable-length batches (cu_seqlens_q, cu_seqlens_k, total_q, seqused_k). The arrays' contents
+// live on the device and may change between replays of a captured graph, so they are not read
+// here; the kernels stop on lengths the call does not allow for (sequence_info.hpp).
+inline Status check_variable_lengths(const ForwardParams& p) {
+  const struct {
+    const char* name;
+    const int32_t* values;
+    const char* shape;
+  } arrays[] = {{"cu_seqlens_q", p.cu_seqlens_q, "[batch + 1]"},
+                {"cu_seqlens_k", p.cu_seqlens_k, "[batch + 1]"},
+                {"seqused_k", p.seqused_k, "[batch]"}};
+  for (const auto& array : arrays) {
+    if (reinterpret_cast<std::uintptr_t>(array.values) % alignof(int32_t) != 0) {
+      return invalid(std::string(array.name) + " must be 4-byte aligned (an int32 " +
+                     array.shape + " device array)");
+    }
+  }
+  if (p.cu_seqlens_q == nullptr) {
+    if (p.total_q != 0) {
+      return invalid("total_q is set but cu_seqlens_q is null: total_q counts the rows of "
+                     "packed queries; leave it 0 for dense ones");
+    }
+  } else {
+    if (p.total_q < 1 || p.total_q > std::numeric_limits<int32_t>::max()) {
+      std::ostringstream os;
+      os << "total_q must be the rows of packed Q, between 1 and 2^31 - 1 (cu_seqlens_q is "
+         << "int32), with cu_seqlens_q; got " << p.total_q;
+      return invalid(os.str());
+    }
+  }
+  const struct {
+    const char* name;
+    const int32_t* cu_seqlens;
+    int64_t batch_stride;
+    const char* packed_shape;
+  } packed[] = {{"q", p.cu_seqlens_q, p.q_strides.batch, "[total_q, heads_q, head_dim]"},
+                {"o", p.cu_seqlens_q, p.o_strides.batch, "[total_q, heads_q, head_dim]"},
+                {"k", p.cu_seqlens_k, p.k_strides.batch, "[total_k, heads_kv, head_dim]"},
+                {"v", p.cu_seqlens_k, p.v_strides.batch, "[total_k, heads_kv, head_dim]"}};
+  for (const auto& tensor : packed) {
+    if (tensor.cu_seqlens != nullptr && tensor.batch_stride != 0 && p.batch > 1) {
+      std::ostringstream os;
+      os << tensor.name << "_strides.batch must be 0 with "
+         << (tensor.name[0] == 'q' || tensor.name[0] == 'o' ? "cu_seqlens_q" : "cu_seqlens_k")
+         << ": " << tensor.name << " is packed, " << tensor.packed_shape
+         << ", and its sequences start at the rows the prefix sums give (got "
+         << tensor.batch_stride << ")";
+      return invalid(os.str());
+    }
+  }
+  return Status::success();
+}
+
+// A paged KV cache (block_table, block_table_batch_stride, page_size, num_pages).
+inline Status check_paged_kv(const ForwardParams& p) {
+  if (p.block_table == nullptr) {
+    if (p.page_size != 0 || p.num_pages != 0 || p.block_table_batch_stride != 0) {
+      return invalid("page_size, num_pages or block_table_batch_stride is set but block_table "
+                     "is null: give the table, or leave them 0 for contiguous K and V");
+    }
+    return Status::success();
+  }
+  if (reinterpret_cast<std::uintptr_t>(p.block_table) % alignof(int32_t) != 0) {
+    return invalid("block_table must be 4-byte aligned (an int32 [batch, pages per sequence] "
+                   "device array)");
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    return invalid("cu_seqlens_k must be null with block_table: the keys of a paged cache are "
+                   "found through the table; give their counts in seqused_k");
+  }
+  if (p.page_size < 1 || p.page_size > kMaxSeqlen) {
+    std::ostringstream os;
+    os << "page_size must be the keys per page, between 1 and 2^30, with block_table (got "
+       << p.page_size << ")";
+    return invalid(os.str());
+  }
+  if (p.num_pages < 1 || p.num_pages > std::numeric_limits<int32_t>::max()) {
+    std::ostringstream os;
+    os << "num_pages must be the pages in the K and V pools, between 1 and 2^31 - 1 (the table "
+       << "is int32), with block_table (got " << p.num_pages << ")";
+    return invalid(os.str());
+  }
+  const int64_t pages_per_sequence = (p.seqlen_k + p.page_size - 1) / p.page_size;
+  if (p.block_table_batch_stride < pages_per_sequence) {
+    std::ostringstream os;
+    os << "block_table_batch_stride must be at least ceil(seqlen_k / page_size) = "
+       << pages_per_sequence << " (a row of the table holds the pages of seqlen_k = " << p.seqlen_k
+       << " keys); got " << p.block_table_batch_stride;
+    return invalid(os.str());
+  }
+  return Status::success();
+}
+
 // forward<Config, Policy> runs the caller's policy alone: built-in variant fields would be
 // silently ignored there, so they are refused.
 inline Status validate_no_builtin_variant(const ForwardParams& p) {
@@ -227,16 +325,27 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
     os << "batch must be at most " << kMaxGridZ << " (got " << p.batch << ")";
     return detail::invalid(os.str());
   }
-  if (Status s = detail::check_tensor("q", p.q, p.q_strides, p.batch, p.seqlen_q, p.heads_q); !s)
+  if (Status s = detail::check_paged_kv(p); !s) return s;
+  if (Status s = detail::check_variable_lengths(p); !s) return s;
+  // Packed tensors are one sequence of total rows as far as their strides go; pools of pages
+  // are num_pages "sequences" of page_size rows.
+  const int64_t q_batch = p.cu_seqlens_q != nullptr ? 1 : p.batch;
+  const int64_t q_rows = p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q;
+  const int64_t kv_batch =
+      paged_kv(p) ? p.num_pages : (p.cu_seqlens_k != nullptr ? 1 : p.batch);
+  const int64_t kv_rows = paged_kv(p) ? p.page_size : p.seqlen_k;
+  if (Status s = detail::check_tensor("q", p.q, p.q_strides, q_batch, q_rows, p.heads_q); !s)
     return s;
-  if (Status s = detail::check_tensor("k", p.k, p.k_strides, p.batch, p.seqlen_k, p.heads_kv); !s)
+  if (Status s = detail::check_tensor("k", p.k, p.k_strides, kv_batch, kv_rows, p.heads_kv); !s)
     return s;
-  if (Status s = detail::check_tensor("v", p.v, p.v_strides, p.batch, p.seqlen_k, p.heads_kv); !s)
+  if (Status s = detail::check_tensor("v", p.v, p.v_strides, kv_batch, kv_rows, p.heads_kv); !s)
     return s;
-  if (Status s = detail::check_tensor("o", p.o, p.o_strides, p.batch, p.seqlen_q, p.heads_q); !s)
+  if (Status s = detail::check_tensor("o", p.o, p.o_strides, q_batch, q_rows, p.heads_q); !s)
     return s;
   if (p.lse != nullptr && reinterpret_cast<std::uintptr_t>(p.lse) % alignof(float) != 0) {
-    return detail::invalid("lse must be 4-byte aligned (an fp32 [batch, heads_q, seqlen_q] array)");
+    return detail::invalid(std::string("lse must be 4-byte aligned (an fp32 ") +
+                           (packed_queries(p) ? "[heads_q, total_q]" : "[batch, heads_q, seqlen_q]") +
+                           " array)");
   }
   if (!std::isnan(p.softmax_scale) && !(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.f)) {
     std::ostringstream os;
@@ -272,6 +381,17 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
     os << "head_dim " << p.head_dim << " exceeds the config's HeadDim " << kernel.head_dim
        << "; use a config with HeadDim >= " << p.head_dim;
     return detail::invalid(os.str());
+  }
+  if (!kernel.variable_lengths &&
+      (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr)) {
+    return detail::invalid(
+        "cu_seqlens_q, cu_seqlens_k and seqused_k are not available on the sm_90a kernel yet "
+        "(Sm90TileConfig): use a TileConfig, or forward(params), which runs them on one");
+  }
+  if (!kernel.paged_kv && p.block_table != nullptr) {
+    return detail::invalid(
+        "block_table (a paged KV cache) is not available on the sm_90a kernel yet "
+        "(Sm90TileConfig): use a TileConfig, or forward(params), which runs it on one");
   }
   if (kernel.block_m <= 0) {
     return detail::invalid(

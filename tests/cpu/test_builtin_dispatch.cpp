@@ -223,3 +223,44 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
     CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") && Contains("splits, then"));
   }
 }
+
+TEST_CASE("variable lengths and paged caches run on the portable split kernel", "[dispatch]") {
+  const flashmma::DeviceInfo h200{90, 227 * 1024, 60 * 1024 * 1024, 132, 228 * 1024, 2048};
+  std::string kernel;
+  SECTION("packed queries and keys: one split, no combine") {
+    ForwardParams p = described_call(128);
+    p.cu_seqlens_q = reinterpret_cast<const int32_t*>(0x70000);
+    p.cu_seqlens_k = reinterpret_cast<const int32_t*>(0x71000);
+    p.total_q = 4096;
+    p.q_strides.batch = p.k_strides.batch = p.v_strides.batch = p.o_strides.batch = 0;
+    p.mask = MaskKind::kCausal;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") &&
+                           Contains("CausalMask, SplitScheduler> in 1 split"));
+    CHECK_THAT(kernel, !Contains("split_combine_kernel"));
+  }
+  SECTION("seqused_k alone") {
+    ForwardParams p = described_call(64);
+    p.seqused_k = reinterpret_cast<const int32_t*>(0x72000);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("FullAttention, SplitScheduler> in 1 split"));
+  }
+  SECTION("a paged cache, decoding: the KVPages kernel in several splits") {
+    ForwardParams p = described_call(128);
+    p.seqlen_q = 1;
+    p.seqlen_k = 65536;
+    p.q_strides = p.o_strides = flashmma::bshd_strides(1, 4, 128);
+    p.k_strides = p.v_strides = flashmma::bshd_strides(16, 4, 128);  // pages of 16 keys
+    p.block_table = reinterpret_cast<const int32_t*>(0x73000);
+    p.block_table_batch_stride = 4096;
+    p.page_size = 16;
+    p.num_pages = 4096;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("FullAttention, SplitScheduler, KVPages> in 1 split"));
+    p.workspace = reinterpret_cast<void*>(0x40000);
+    p.workspace_bytes = std::size_t{1} << 30;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("SplitScheduler, KVPages> in ") &&
+                           Contains("splits, then split_combine_kernel"));
+  }
+}

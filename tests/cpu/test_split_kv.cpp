@@ -88,10 +88,10 @@ TEST_CASE("choose_split_count: splits only grids that leave the GPU idle", "[spl
 }
 
 TEST_CASE("split_workspace: one partial O row and one LSE per (split, row)", "[split_kv]") {
-  const flashmma::SplitWorkspace none = flashmma::split_workspace(1, 2, 8, 1, 128);
+  const flashmma::SplitWorkspace none = flashmma::split_workspace(1, 2 * 8 * 1, 128);
   CHECK(none.bytes == 0);
 
-  const flashmma::SplitWorkspace w = flashmma::split_workspace(5, 3, 4, 7, 96);
+  const flashmma::SplitWorkspace w = flashmma::split_workspace(5, 3 * 4 * 7, 96);
   CHECK(w.rows == 3 * 4 * 7);
   CHECK(w.o_offset == 0);
   CHECK(w.lse_offset % flashmma::kWorkspaceAlignment == 0);

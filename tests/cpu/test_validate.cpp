@@ -7,6 +7,7 @@
 #include <flashmma/params.hpp>
 #include <flashmma/status.hpp>
 #include <flashmma/traits/default_configs.hpp>
+#include <flashmma/traits/sm90_default_configs.hpp>
 #include <flashmma/validate.hpp>
 
 #include <cstdint>
@@ -508,5 +509,141 @@ TEST_CASE("A caller's own policy refuses the built-in variant fields", "[validat
     p.alibi_slopes = fake_slopes(kSlopesAddress);
     CHECK_THAT(flashmma::detail::validate_no_builtin_variant(p).message(),
                Contains("alibi_slopes must be null when a score policy is given"));
+  }
+}
+
+namespace {
+
+constexpr std::uintptr_t kCuSeqlensQAddress = 0x70000;
+constexpr std::uintptr_t kCuSeqlensKAddress = 0x71000;
+constexpr std::uintptr_t kSequsedKAddress = 0x72000;
+
+const int32_t* fake_int32(std::uintptr_t address) {
+  return reinterpret_cast<const int32_t*>(address);
+}
+
+// valid_params() as a packed batch: Q and O [total_q, heads_q, d], K and V [total_k, heads_kv, d].
+ForwardParams valid_packed_params() {
+  ForwardParams p = valid_params();
+  p.cu_seqlens_q = fake_int32(kCuSeqlensQAddress);
+  p.cu_seqlens_k = fake_int32(kCuSeqlensKAddress);
+  p.total_q = 150;
+  p.q_strides = {0, p.head_dim, p.heads_q * p.head_dim};
+  p.o_strides = p.q_strides;
+  p.k_strides = {0, p.head_dim, p.heads_kv * p.head_dim};
+  p.v_strides = p.k_strides;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("Variable-length batches are described completely", "[validate][varlen]") {
+  ForwardParams p = valid_packed_params();
+  REQUIRE(flashmma::validate_params(p).ok());
+  CHECK(flashmma::lse_rows(p) == p.heads_q * p.total_q);
+  CHECK(flashmma::lse_head_stride(p) == p.total_q);
+  CHECK(flashmma::lse_batch_stride(p) == 0);
+  SECTION("seqused_k alone, over dense tensors") {
+    ForwardParams dense = valid_params();
+    dense.seqused_k = fake_int32(kSequsedKAddress);
+    CHECK(flashmma::validate_params(dense).ok());
+    CHECK(flashmma::lse_rows(dense) == dense.lse_elements());
+  }
+  SECTION("total_q") {
+    p.total_q = 0;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("total_q must be the rows of packed Q, between 1 and 2^31 - 1"));
+    p.total_q = int64_t{1} << 31;
+    CHECK_THAT(flashmma::validate_params(p).message(), Contains("got 2147483648"));
+  }
+  SECTION("total_q without cu_seqlens_q") {
+    p.cu_seqlens_q = nullptr;
+    p.q_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+    p.o_strides = p.q_strides;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("total_q is set but cu_seqlens_q is null"));
+  }
+  SECTION("packed tensors have no batch stride") {
+    for (const char tensor : {'q', 'k', 'v', 'o'}) {
+      ForwardParams broken = p;
+      strides_of(broken, tensor).batch = 4096;
+      const std::string message = flashmma::validate_params(broken).message();
+      CHECK_THAT(message, Contains(std::string(1, tensor) + "_strides.batch must be 0 with " +
+                                   (tensor == 'q' || tensor == 'o' ? "cu_seqlens_q"
+                                                                   : "cu_seqlens_k")));
+    }
+    p.batch = 1;  // one sequence: the batch stride is never used
+    p.q_strides.batch = 4096;
+    CHECK(flashmma::validate_params(p).ok());
+  }
+  SECTION("alignment of the arrays") {
+    p.seqused_k = fake_int32(kSequsedKAddress + 2);
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("seqused_k must be 4-byte aligned (an int32 [batch] device array)"));
+    p.seqused_k = nullptr;
+    p.cu_seqlens_q = fake_int32(kCuSeqlensQAddress + 1);
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("cu_seqlens_q must be 4-byte aligned (an int32 [batch + 1] device array)"));
+  }
+  SECTION("the Hopper kernel takes dense batches only") {
+    using Hopper = flashmma::Sm90DefaultConfig<__half, 64>::type;
+    const flashmma::KernelRequirements hopper = flashmma::kernel_requirements<Hopper>();
+    CHECK_FALSE(hopper.variable_lengths);
+    CHECK(kFp16HeadDim64.variable_lengths);
+    CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
+    CHECK_THAT(flashmma::validate_for_kernel(p, hopper).message(),
+               Contains("cu_seqlens_q, cu_seqlens_k and seqused_k are not available on the "
+                        "sm_90a kernel yet"));
+    ForwardParams dense = valid_params();
+    CHECK(flashmma::validate_for_kernel(dense, hopper).ok());
+    dense.seqused_k = fake_int32(kSequsedKAddress);
+    CHECK_FALSE(flashmma::validate_for_kernel(dense, hopper).ok());
+  }
+}
+
+TEST_CASE("A paged KV cache is described completely", "[validate][paged]") {
+  ForwardParams p = valid_params();
+  p.block_table = fake_int32(0x74000);
+  p.page_size = 16;
+  p.num_pages = 100;
+  p.block_table_batch_stride = 9;  // ceil(130 / 16)
+  p.k_strides = p.v_strides = flashmma::bshd_strides(16, p.heads_kv, p.head_dim);
+  REQUIRE(flashmma::validate_params(p).ok());
+  SECTION("the table's rows hold the pages of seqlen_k keys") {
+    p.block_table_batch_stride = 8;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("block_table_batch_stride must be at least ceil(seqlen_k / page_size) = 9"));
+  }
+  SECTION("page_size and num_pages") {
+    ForwardParams q = p;
+    q.page_size = 0;
+    CHECK_THAT(flashmma::validate_params(q).message(),
+               Contains("page_size must be the keys per page, between 1 and 2^30"));
+    q = p;
+    q.num_pages = int64_t{1} << 31;
+    CHECK_THAT(flashmma::validate_params(q).message(),
+               Contains("num_pages must be the pages in the K and V pools"));
+  }
+  SECTION("no packed keys") {
+    p.cu_seqlens_k = fake_int32(kCuSeqlensKAddress);
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("cu_seqlens_k must be null with block_table"));
+  }
+  SECTION("page fields without a table") {
+    p.block_table = nullptr;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("page_size, num_pages or block_table_batch_stride is set but block_table "
+                        "is null"));
+  }
+  SECTION("alignment") {
+    p.block_table = fake_int32(0x74002);
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("block_table must be 4-byte aligned"));
+  }
+  SECTION("the Hopper kernel refuses it") {
+    using Hopper = flashmma::Sm90DefaultConfig<__half, 64>::type;
+    CHECK_THAT(flashmma::validate_for_kernel(p, flashmma::kernel_requirements<Hopper>()).message(),
+               Contains("block_table (a paged KV cache) is not available on the sm_90a kernel"));
+    CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
   }
 }

@@ -36,7 +36,7 @@ void check_combine(const CombineCase& c) {
   INFO("batch " << c.batch << " heads " << c.heads << " seqlen_q " << c.seqlen_q << " head_dim "
                 << c.head_dim << " splits " << c.splits << " keys <= " << c.max_keys);
   const flashmma::SplitWorkspace layout =
-      flashmma::split_workspace(c.splits, c.batch, c.heads, c.seqlen_q, c.head_dim);
+      flashmma::split_workspace(c.splits, c.batch * c.heads * c.seqlen_q, c.head_dim);
   REQUIRE(layout.bytes > 0);
   std::vector<float> partial_o(static_cast<std::size_t>(c.splits * layout.rows * c.head_dim));
   std::vector<float> partial_lse(static_cast<std::size_t>(c.splits * layout.rows));
@@ -110,7 +110,7 @@ void check_combine(const CombineCase& c) {
   params.o_strides = strides;
   params.lse = lse.get();
   params.heads_q = c.heads;
-  params.seqlen_q = c.seqlen_q;
+  params.rows_per_head = c.seqlen_q;
   const flashmma::Status status = flashmma::detail::launch_kernel<Kernel>(
       params, flashmma::GridShape{Kernel::blocks(layout.rows), 1, 1}, cudaStream_t{});
   INFO(status.message());

@@ -4,6 +4,7 @@
 // tested by handing its host copy (host pointers where it holds any) here; nothing else changes.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "support/catch.hpp"
 #include "support/forward_case.cuh"
 #include "support/gpu_helpers.cuh"
+#include "support/policy_row.hpp"
 
 namespace flashmma {
 namespace test {
@@ -26,69 +28,108 @@ std::vector<double> host_values(const DeviceBuffer<Element>& buffer) {
   return values;
 }
 
-// Compares the O and LSE that a run left in `t` with the host reference of `policy`. Rows that
-// see no key must hold O = 0 and LSE = -inf exactly.
-template <class Element, class Policy>
-void check_against_policy_reference(const CaseTensors<Element>& t, const Policy& policy) {
-  const std::vector<double> q = host_values(t.q);
-  const std::vector<double> k = host_values(t.k);
-  const std::vector<double> v = host_values(t.v);
-  const std::vector<double> o = host_values(t.o);
-  const std::vector<float> lse = t.lse.to_host();
-  const ForwardParams& p = t.params;
-  const double scale = resolved_softmax_scale(p.softmax_scale, p.head_dim);
-  const SequenceLengths lengths = flashmma::sequence_lengths(p.seqlen_q, p.seqlen_k);
-  const int64_t d = p.head_dim;
+// One sequence of a call as the reference reads it: its batch entry, its lengths, and the rows
+// where it starts in packed tensors (0 in dense ones, which their batch strides place).
+struct HostSequence {
+  int64_t batch;
+  int64_t first_query;
+  int64_t first_key;
+  SequenceLengths lengths;
+};
 
+// The sequences of a call, from host copies of its cu_seqlens_q, cu_seqlens_k and seqused_k
+// (each empty where the call has none).
+inline std::vector<HostSequence> host_sequences(const ForwardParams& p,
+                                                const std::vector<int32_t>& cu_seqlens_q = {},
+                                                const std::vector<int32_t>& cu_seqlens_k = {},
+                                                const std::vector<int32_t>& seqused_k = {}) {
+  std::vector<HostSequence> sequences;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    HostSequence s{b, 0, 0, flashmma::sequence_lengths(p.seqlen_q, p.seqlen_k)};
+    if (!cu_seqlens_q.empty()) {
+      s.first_query = cu_seqlens_q[b];
+      s.lengths.seqlen_q = cu_seqlens_q[b + 1] - cu_seqlens_q[b];
+    }
+    if (!cu_seqlens_k.empty()) {
+      s.first_key = cu_seqlens_k[b];
+      s.lengths.seqlen_k = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+    }
+    if (!seqused_k.empty()) s.lengths.seqlen_k = seqused_k[b];
+    sequences.push_back(s);
+  }
+  return sequences;
+}
+
+// Compares a run's O and LSE (host copies, in the params' layouts) with the host reference of
+// `policy` over `sequences` (host_sequences). Rows that see no key must hold O = 0 and
+// LSE = -inf exactly. `lse` may be empty when the call wrote none.
+template <class Element, class Policy>
+void check_outputs_against_policy_reference(const ForwardParams& p,
+                                            const std::vector<HostSequence>& sequences,
+                                            const std::vector<double>& q,
+                                            const std::vector<double>& k,
+                                            const std::vector<double>& v,
+                                            const std::vector<double>& o,
+                                            const std::vector<float>& lse, const Policy& policy) {
+  const double scale = resolved_softmax_scale(p.softmax_scale, p.head_dim);
+  const int64_t d = p.head_dim;
   double error_sq = 0, reference_sq = 0, worst_lse = 0;
   int64_t empty_mismatches = 0;
   std::vector<double> logits(static_cast<std::size_t>(p.seqlen_k));
-  for (int64_t b = 0; b < p.batch; ++b) {
+  std::vector<double> out(static_cast<std::size_t>(d));
+  for (const HostSequence& seq : sequences) {
+    const int64_t b = seq.batch;
+    const auto q_offset = [&](int64_t i, int64_t h) {
+      return element_offset(p.q_strides, b, seq.first_query + i, h);
+    };
+    const auto o_offset = [&](int64_t i, int64_t h) {
+      return element_offset(p.o_strides, b, seq.first_query + i, h);
+    };
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const int64_t kv_head = h / p.group_size();
-      for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        const double* q_row = &q[element_offset(p.q_strides, b, i, h)];
-        double row_max = -kInfinity;
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
-          const ScoreCoord coord = flashmma::score_coord(b, h, i, j);
-          double logit = -kInfinity;
-          if (policy_visible(policy, coord, lengths)) {
-            const double* k_row = &k[element_offset(p.k_strides, b, j, kv_head)];
-            double dot = 0;
-            for (int64_t x = 0; x < d; ++x) dot += q_row[x] * k_row[x];
-            logit = scale * dot;
-            if constexpr (Policy::kTransformsScores) {
-              logit = policy.transform(static_cast<float>(logit), coord, lengths);
-            }
-          }
-          logits[j] = logit;
-          row_max = std::fmax(row_max, logit);
-        }
-        const int64_t o_offset = element_offset(p.o_strides, b, i, h);
-        const double kernel_lse = lse[(b * p.heads_q + h) * p.seqlen_q + i];
+      const auto k_row = [&](int64_t j) {
+        return &k[element_offset(p.k_strides, b, seq.first_key + j, kv_head)];
+      };
+      const auto v_row = [&](int64_t j) {
+        return &v[element_offset(p.v_strides, b, seq.first_key + j, kv_head)];
+      };
+      for (int64_t i = 0; i < seq.lengths.seqlen_q; ++i) {
+        const double* q_row = &q[q_offset(i, h)];
+        const auto dot = [&](int64_t j) {
+          const double* key = k_row(j);
+          double sum = 0;
+          for (int64_t x = 0; x < d; ++x) sum += q_row[x] * key[x];
+          return sum;
+        };
+        const double row_max = policy_row_logits(policy, b, h, i, seq.lengths, scale, dot,
+                                                  nullptr, logits.data());
+        const double* kernel_o = &o[o_offset(i, h)];
+        const int64_t lse_row = b * lse_batch_stride(p) + h * lse_head_stride(p) +
+                                seq.first_query + i;
+        const bool has_lse = !lse.empty();
+        const double kernel_lse = has_lse ? lse[lse_row] : 0.0;
         if (row_max == -kInfinity) {  // no visible key: O = 0, LSE = -inf
-          bool zero = kernel_lse == -kInfinity;
-          for (int64_t x = 0; x < d; ++x) zero = zero && o[o_offset + x] == 0.0;
+          bool zero = !has_lse || kernel_lse == -kInfinity;
+          for (int64_t x = 0; x < d; ++x) zero = zero && kernel_o[x] == 0.0;
           if (!zero) ++empty_mismatches;
           continue;
         }
-        double sum = 0;
-        std::vector<double> out(static_cast<std::size_t>(d), 0.0);
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        const double row_lse = row_log_sum_exp(logits.data(), seq.lengths.seqlen_k, row_max);
+        std::fill(out.begin(), out.end(), 0.0);
+        for (int64_t j = 0; j < seq.lengths.seqlen_k; ++j) {
           if (logits[j] == -kInfinity) continue;
-          const double weight = std::exp(logits[j] - row_max);
-          sum += weight;
-          const double* v_row = &v[element_offset(p.v_strides, b, j, kv_head)];
-          for (int64_t x = 0; x < d; ++x) out[x] += weight * v_row[x];
+          const double weight = std::exp(logits[j] - row_lse);
+          const double* value = v_row(j);
+          for (int64_t x = 0; x < d; ++x) out[x] += weight * value[x];
         }
         for (int64_t x = 0; x < d; ++x) {
-          const double exact = out[x] / sum;
-          error_sq += (o[o_offset + x] - exact) * (o[o_offset + x] - exact);
-          reference_sq += exact * exact;
+          error_sq += (kernel_o[x] - out[x]) * (kernel_o[x] - out[x]);
+          reference_sq += out[x] * out[x];
         }
-        const double exact_lse = row_max + std::log(sum);
-        worst_lse = std::fmax(worst_lse, std::fabs(kernel_lse - exact_lse) /
-                                             (1.0 + std::fabs(exact_lse)));
+        if (has_lse) {
+          worst_lse = std::fmax(worst_lse,
+                                std::fabs(kernel_lse - row_lse) / (1.0 + std::fabs(row_lse)));
+        }
       }
     }
   }
@@ -97,6 +138,15 @@ void check_against_policy_reference(const CaseTensors<Element>& t, const Policy&
   CHECK(empty_mismatches == 0);
   CHECK(relative_l2 <= Tolerance<Element>::kRelativeL2);
   CHECK(worst_lse <= 1e-3);
+}
+
+// Compares the O and LSE that a run left in `t` (a dense case) with the host reference of
+// `policy`.
+template <class Element, class Policy>
+void check_against_policy_reference(const CaseTensors<Element>& t, const Policy& policy) {
+  check_outputs_against_policy_reference<Element>(
+      t.params, host_sequences(t.params), host_values(t.q), host_values(t.k), host_values(t.v),
+      host_values(t.o), t.lse.to_host(), policy);
 }
 
 // Runs forward<Config>(params, policy) on the case and compares O and the LSE with the host

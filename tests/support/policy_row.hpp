@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // One query row of policy-aware attention on the host, in double: the logits a score policy
 // makes of the scaled scores (its transform in float, as the kernels run it; -inf where it hides
-// the key) and their log-sum-exp. The backward's and the KV cache's references form their rows
-// here, so that they agree on what a policy means (policy_reference.cuh, which the GPU tests
-// use, still has its own copy of the loop).
+// the key) and their log-sum-exp. The forward's (policy_reference.cuh), the backward's and the
+// KV cache's references form their rows here, so that they agree on what a policy means.
 #pragma once
 
 #include <cmath>

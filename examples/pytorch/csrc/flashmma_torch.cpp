@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// PyTorch binding of flashmma's forward pass, registered as the operator flashmma::forward with
-// FlashAttention-2's conventions:
+// PyTorch binding of flashmma's forward pass, registered as two operators with FlashAttention-2's
+// conventions:
 //
 //   out, lse = torch.ops.flashmma.forward(q, k, v, softmax_scale, causal, window_left,
 //                                         window_right, softcap, alibi_slopes, return_lse)
@@ -18,15 +18,20 @@
 //   fp32 (natural log) when return_lse, else an empty fp32 tensor of shape (0,). A query row that
 //   sees no key gets O = 0 and LSE = -inf.
 //
-// The operator's fake (meta) implementation and its autograd registration are in Python
-// (flashmma_torch/_ops.py); the fake one must give `out` and `lse` the same sizes and strides as
-// this one, including the padded row stride of `out` described below.
+//   out, lse = torch.ops.flashmma.varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k,
+//                                                max_seqlen_q, max_seqlen_k, softmax_scale,
+//                                                causal, window_left, window_right, softcap,
+//                                                alibi_slopes, return_lse)
+//   the same over packed sequences of variable lengths (flash_attn_varlen_func): q (total_q,
+//   heads_q, head_dim), k and v (total_k, heads_kv, head_dim), sequence b at rows
+//   [cu_seqlens[b], cu_seqlens[b + 1]) (int32 on q's device, batch + 1 entries); seqused_k:
+//   None, or int32 (batch,), the keys each sequence uses. d, the window and ALiBi are per
+//   sequence. out: (total_q, heads_q, head_dim); lse: (heads_q, total_q).
 //
-// What flashmma itself does not take is adapted here rather than refused: a head dim that is not
-// a multiple of 8 is zero-padded (the padding adds nothing to Q.K^T, and its output columns are
-// sliced off, so that `out` is a view with a row stride of the padded head dim), and an operand
-// whose pointer or strides break cp.async's 16-byte alignment is copied to a contiguous tensor.
-// Everything else is checked, and errors raise Python exceptions that carry flashmma's message.
+// The operators' fake (meta) implementations and autograd registrations are in Python
+// (flashmma_torch/_ops.py); the fake ones must give `out` and `lse` the same sizes and strides
+// as these, including the padded row stride of `out` (operands.hpp). Errors raise Python
+// exceptions that carry flashmma's message.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
@@ -36,148 +41,12 @@
 #include <limits>
 #include <optional>
 #include <tuple>
-#include <vector>
 
-#include "flashmma/launch_plan.hpp"  // forward_workspace_bytes
 #include "flashmma/params.hpp"
-#include "flashmma/status.hpp"
-#include "flashmma/validate.hpp"
-#include "forward_launch.hpp"
+#include "operands.hpp"
 
 namespace flashmma_torch {
 namespace {
-
-constexpr int64_t kHeadDimMultiple = 8;  // flashmma takes head dims in multiples of 8
-constexpr int64_t kStrideMultiple = static_cast<int64_t>(flashmma::kCpAsyncAlignment) / 2;
-
-bool is_half_precision(const at::Tensor& t) {
-  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-}
-
-void check_operand(const at::Tensor& t, const char* name, const char* layout) {
-  TORCH_CHECK_VALUE(t.defined(), "flashmma_torch: ", name, " is an undefined tensor");
-  TORCH_CHECK_VALUE(t.is_cuda(), "flashmma_torch: ", name,
-                    " must be a CUDA tensor (got a tensor on ", t.device(), ")");
-  TORCH_CHECK_TYPE(is_half_precision(t), "flashmma_torch: ", name,
-                   " must be torch.float16 or torch.bfloat16 (got ", t.scalar_type(), ")");
-  TORCH_CHECK_VALUE(t.dim() == 4, "flashmma_torch: ", name, " must have 4 dimensions ", layout,
-                    " (got ", t.dim(), ": ", t.sizes(), ")");
-  TORCH_CHECK_VALUE(t.stride(3) == 1 || t.size(3) <= 1, "flashmma_torch: ", name,
-                    " must have a contiguous last dimension (stride(-1) == 1, got ", t.stride(3),
-                    "); call .contiguous() first");
-}
-
-// cp.async moves 16 bytes at a time: the base address and every stride that matters must be a
-// multiple of 16 bytes (8 elements).
-bool meets_alignment(const at::Tensor& t) {
-  if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % flashmma::kCpAsyncAlignment != 0) {
-    return false;
-  }
-  if (t.size(3) > 1 && t.stride(3) != 1) return false;
-  for (int64_t dim = 0; dim < 3; ++dim) {
-    if (t.size(dim) > 1 && t.stride(dim) % kStrideMultiple != 0) return false;
-  }
-  return true;
-}
-
-// Zero-pads the head dim to padded_dim, then copies if the result is still not aligned.
-at::Tensor prepare_operand(const at::Tensor& t, int64_t padded_dim) {
-  at::Tensor prepared = t;
-  if (t.size(3) != padded_dim) {
-    const std::vector<int64_t> pad_last_dim = {0, padded_dim - t.size(3)};  // (left, right)
-    prepared = at::constant_pad_nd(t, pad_last_dim, 0);
-  }
-  if (!meets_alignment(prepared)) prepared = prepared.clone(at::MemoryFormat::Contiguous);
-  return prepared;
-}
-
-// flashmma's strides are {batch, head, row} in elements; the tensors are (batch, seq, head, dim).
-flashmma::TensorStrides strides_of(const at::Tensor& t) {
-  return flashmma::TensorStrides{t.stride(0), t.stride(2), t.stride(1)};
-}
-
-// FlashAttention-2's ALiBi slopes: fp32 on q's device, one per query head ((heads_q,)) or one per
-// batch entry and query head ((batch, heads_q)), contiguous along the heads.
-struct AlibiSlopes {
-  at::Tensor slopes;         // what the kernel reads
-  int64_t batch_stride = 0;  // ForwardParams::alibi_batch_stride: 0 shares one row of slopes
-};
-
-AlibiSlopes prepare_alibi_slopes(const at::Tensor& slopes, const at::Tensor& q) {
-  const int64_t batch = q.size(0);
-  const int64_t heads_q = q.size(2);
-  TORCH_CHECK_VALUE(slopes.defined(), "flashmma_torch: alibi_slopes is an undefined tensor");
-  TORCH_CHECK_VALUE(slopes.is_cuda() && slopes.device() == q.device(),
-                    "flashmma_torch: alibi_slopes must be a CUDA tensor on q's device (",
-                    q.device(), "; got a tensor on ", slopes.device(), ")");
-  TORCH_CHECK_TYPE(slopes.scalar_type() == at::kFloat,
-                   "flashmma_torch: alibi_slopes must be torch.float32 (got ", slopes.scalar_type(),
-                   ")");
-  const bool per_head = slopes.dim() == 1 && slopes.size(0) == heads_q;
-  const bool per_batch_and_head =
-      slopes.dim() == 2 && slopes.size(0) == batch && slopes.size(1) == heads_q;
-  TORCH_CHECK_VALUE(per_head || per_batch_and_head,
-                    "flashmma_torch: alibi_slopes must have shape (heads_q,) = (", heads_q,
-                    ",) or (batch, heads_q) = (", batch, ", ", heads_q, ") (got ", slopes.sizes(),
-                    ")");
-  TORCH_CHECK_VALUE(slopes.stride(-1) == 1 || slopes.size(-1) <= 1,
-                    "flashmma_torch: alibi_slopes must have a contiguous last dimension "
-                    "(stride(-1) == 1, got ", slopes.stride(-1), "); call .contiguous() first");
-  // The slope of (b, h) is at b * batch_stride + h: 0 for (heads_q,), stride(0) for
-  // (batch, heads_q) (0 too for an expanded row, or a batch of one). flashmma takes no batch
-  // stride between 0 and heads_q (rows that overlap, which only as_strided makes): those are
-  // copied.
-  if (per_head || batch <= 1) return {slopes, 0};
-  if (slopes.stride(0) == 0 || slopes.stride(0) >= heads_q) return {slopes, slopes.stride(0)};
-  return {slopes.contiguous(), heads_q};
-}
-
-// The mask and window flashmma runs for FlashAttention-2's causal and window_size.
-struct Window {
-  bool causal = false;  // MaskKind::kCausal: key j visible to query i iff j <= i + d
-  int64_t left = -1;    // ForwardParams::window_left
-  int64_t right = -1;   // ForwardParams::window_right; -1 when causal (the mask bounds it)
-};
-
-// As FlashAttention-2 reads them: a negative side is unbounded, causal sets the right side to 0,
-// and a window whose right side is 0 and left side unbounded is the causal mask. A side that
-// reaches every key from every query bounds nothing and becomes -1, so that windows wider than the
-// sequences run as plain (or causal) attention: with d = seqlen_k - seqlen_q, the last query's
-// left bound seqlen_k - 1 - left is <= 0 once left >= seqlen_k - 1, and the first query's right
-// bound d + right is >= seqlen_k - 1 once right >= seqlen_q - 1. (FlashAttention-2 makes a side
-// >= seqlen_k unbounded: the same whenever seqlen_q <= seqlen_k + 1. For longer queries a right
-// side in [seqlen_k, seqlen_q - 1) still hides keys from the first rows, as its formula says.)
-Window normalize_window(bool causal, int64_t left, int64_t right, int64_t seqlen_q,
-                        int64_t seqlen_k) {
-  if (causal) right = 0;
-  if (left < 0 || left >= seqlen_k - 1) left = -1;
-  if (right < 0 || right >= seqlen_q - 1) right = -1;
-  Window window;
-  window.causal = right == 0;
-  window.left = left;
-  window.right = window.causal ? -1 : right;
-  return window;
-}
-
-flashmma::Status launch(const flashmma::ForwardParams& params, cudaStream_t stream) {
-  if (flashmma::Status s = flashmma::validate_params(params); !s) return s;
-  const int kernel_dim = flashmma::kernel_head_dim_for(params.head_dim);
-  std::size_t index = 0;
-  while (index < kHeadDimCount && flashmma::kSupportedHeadDims[index] != kernel_dim) ++index;
-  const bool upper = index >= kUpperHalfStart;
-  if (params.dtype == flashmma::ScalarType::kFloat16) {
-    return upper ? forward_fp16_upper(params, stream) : forward_fp16_lower(params, stream);
-  }
-  return upper ? forward_bf16_upper(params, stream) : forward_bf16_lower(params, stream);
-}
-
-void raise_on_error(const flashmma::Status& status) {
-  if (status.ok()) return;
-  if (status.code() == flashmma::ErrorCode::kInvalidArgument) {
-    TORCH_CHECK_VALUE(false, status.message());
-  }
-  TORCH_CHECK(false, status.message());
-}
 
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v,
@@ -189,14 +58,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
   check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
   check_operand(v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
-  TORCH_CHECK_TYPE(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
-                   "flashmma_torch: q, k and v must share one dtype (got ", q.scalar_type(), ", ",
-                   k.scalar_type(), " and ", v.scalar_type(), ")");
-  TORCH_CHECK_VALUE(k.device() == q.device() && v.device() == q.device(),
-                    "flashmma_torch: q, k and v must be on the same device (got ", q.device(),
-                    ", ", k.device(), " and ", v.device(), ")");
-  TORCH_CHECK_VALUE(k.sizes() == v.sizes(), "flashmma_torch: k and v must have the same shape (got ",
-                    k.sizes(), " and ", v.sizes(), ")");
+  check_same_kind(q, k, v);
 
   const int64_t batch = q.size(0);
   const int64_t seqlen_q = q.size(1);
@@ -208,19 +70,11 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
                     batch, " and ", k.size(0), ")");
   TORCH_CHECK_VALUE(k.size(3) == head_dim, "flashmma_torch: q and k must have the same head dim (got ",
                     head_dim, " and ", k.size(3), ")");
-  TORCH_CHECK_VALUE(head_dim >= 1 && head_dim <= flashmma::kMaxHeadDim,
-                    "flashmma_torch: head dim must be between 1 and ", flashmma::kMaxHeadDim,
-                    " (got ", head_dim, ")");
-  TORCH_CHECK_VALUE(heads_kv >= 1 && heads_q % heads_kv == 0, "flashmma_torch: heads_q (", heads_q,
-                    ") must be a multiple of heads_kv (", heads_kv, ")");
-  TORCH_CHECK_VALUE(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0),
-                    "flashmma_torch: softmax_scale must be a positive finite number or None (got ",
-                    softmax_scale.value_or(0.0), ")");
-  TORCH_CHECK_VALUE(std::isfinite(softcap) && softcap >= 0,
-                    "flashmma_torch: softcap must be a finite number >= 0 (0 turns it off; got ",
-                    softcap, ")");
-  const AlibiSlopes alibi =
-      alibi_slopes.has_value() ? prepare_alibi_slopes(*alibi_slopes, q) : AlibiSlopes{};
+  check_heads(heads_q, heads_kv, head_dim);
+  check_scale_and_softcap(softmax_scale, softcap);
+  const AlibiSlopes alibi = alibi_slopes.has_value()
+                                ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
+                                : AlibiSlopes{};
 
   const c10::cuda::CUDAGuard device_guard(q.device());
   // The scale follows the caller's head dim, not the padded one.
@@ -229,7 +83,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
 
   // `out` is allocated with the padded head dim in every case, so that its strides depend on the
   // shapes only (the fake implementation computes the same ones).
-  const int64_t padded_dim = (head_dim + kHeadDimMultiple - 1) / kHeadDimMultiple * kHeadDimMultiple;
+  const int64_t padded_dim = padded_head_dim(head_dim);
   at::Tensor out = at::empty({batch, seqlen_q, heads_q, padded_dim}, q.options());
   at::Tensor lse = return_lse ? at::empty({batch, heads_q, seqlen_q}, lse_options)
                               : at::empty({0}, lse_options);
@@ -265,31 +119,103 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   params.v_strides = strides_of(v_ready);
   params.o_strides = strides_of(out);
   params.softmax_scale = static_cast<float>(scale);
-  const Window window = normalize_window(causal, window_left, window_right, seqlen_q, seqlen_k);
-  params.mask = window.causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
-  params.window_left = window.left;
-  params.window_right = window.right;
-  params.softcap = static_cast<float>(softcap);
-  if (alibi.slopes.defined()) {
-    params.alibi_slopes = alibi.slopes.data_ptr<float>();
-    params.alibi_batch_stride = alibi.batch_stride;
-  }
-
-  // Split-KV's partials (calls with few query tiles, such as decoding, split their keys across
-  // blocks): the bytes the call asks for, from PyTorch's caching allocator, so that nothing is
-  // allocated inside the library and a captured call replays with the same buffer.
-  std::size_t workspace_bytes = 0;
-  raise_on_error(flashmma::forward_workspace_bytes(params, workspace_bytes));
-  at::Tensor workspace;
-  if (workspace_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
-    params.workspace = workspace.data_ptr();
-    params.workspace_bytes = workspace_bytes;
-  }
-
-  raise_on_error(launch(params, at::cuda::getCurrentCUDAStream(q.get_device()).stream()));
-
+  set_variant(params, causal, window_left, window_right, softcap, alibi);
+  run_forward(params, q.options());
   return {out.narrow(3, 0, head_dim), lse};
+}
+
+
+// A packed int32 [batch + 1] (or [batch]) array of lengths on q's device, as the kernels read it.
+void check_lengths_array(const at::Tensor& t, const char* name, int64_t size, const at::Tensor& q) {
+  TORCH_CHECK_VALUE(t.defined(), "flashmma_torch: ", name, " is an undefined tensor");
+  TORCH_CHECK_VALUE(t.is_cuda() && t.device() == q.device(), "flashmma_torch: ", name,
+                    " must be a CUDA tensor on q's device (", q.device(), "; got a tensor on ",
+                    t.device(), ")");
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kInt, "flashmma_torch: ", name,
+                   " must be torch.int32 (got ", t.scalar_type(), ")");
+  TORCH_CHECK_VALUE(t.dim() == 1 && t.size(0) == size, "flashmma_torch: ", name,
+                    " must have shape (", size, ",) (got ", t.sizes(), ")");
+  TORCH_CHECK_VALUE(t.is_contiguous(), "flashmma_torch: ", name, " must be contiguous");
+}
+
+// FlashAttention-2's flash_attn_varlen_func: q (total_q, heads_q, d), k and v (total_k, heads_kv,
+// d), sequence b at rows [cu_seqlens[b], cu_seqlens[b + 1]); out (total_q, heads_q, d), lse
+// (heads_q, total_q).
+std::tuple<at::Tensor, at::Tensor> varlen_forward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& seqused_k,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<double> softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap,
+    const std::optional<at::Tensor>& alibi_slopes, bool return_lse) {
+  check_operand(q, "q", "(total_q, heads_q, head_dim)", 3);
+  check_operand(k, "k", "(total_k, heads_kv, head_dim)", 3);
+  check_operand(v, "v", "(total_k, heads_kv, head_dim)", 3);
+  check_same_kind(q, k, v);
+  const int64_t total_q = q.size(0);
+  const int64_t heads_q = q.size(1);
+  const int64_t head_dim = q.size(2);
+  const int64_t heads_kv = k.size(1);
+  TORCH_CHECK_VALUE(k.size(2) == head_dim, "flashmma_torch: q and k must have the same head dim (got ",
+                    head_dim, " and ", k.size(2), ")");
+  check_heads(heads_q, heads_kv, head_dim);
+  TORCH_CHECK_VALUE(cu_seqlens_q.defined() && cu_seqlens_q.dim() == 1 && cu_seqlens_q.size(0) >= 1,
+                    "flashmma_torch: cu_seqlens_q must have shape (batch + 1,)");
+  const int64_t batch = cu_seqlens_q.size(0) - 1;
+  check_lengths_array(cu_seqlens_q, "cu_seqlens_q", batch + 1, q);
+  check_lengths_array(cu_seqlens_k, "cu_seqlens_k", batch + 1, q);
+  if (seqused_k.has_value()) check_lengths_array(*seqused_k, "seqused_k", batch, q);
+  TORCH_CHECK_VALUE(max_seqlen_q >= 0 && max_seqlen_k >= 0,
+                    "flashmma_torch: max_seqlen_q and max_seqlen_k must be >= 0 (got ",
+                    max_seqlen_q, " and ", max_seqlen_k, ")");
+  check_scale_and_softcap(softmax_scale, softcap);
+  const AlibiSlopes alibi = alibi_slopes.has_value()
+                                ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
+                                : AlibiSlopes{};
+
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  const double scale = softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  const int64_t padded_dim = padded_head_dim(head_dim);
+  at::Tensor out = at::empty({total_q, heads_q, padded_dim}, q.options());
+  at::Tensor lse = return_lse ? at::empty({heads_q, total_q}, q.options().dtype(at::kFloat))
+                              : at::empty({0}, q.options().dtype(at::kFloat));
+  if (batch == 0 || total_q == 0 || heads_q == 0 || max_seqlen_q == 0) {
+    return {out.narrow(2, 0, head_dim), lse};
+  }
+  if (max_seqlen_k == 0 || k.size(0) == 0) {  // no sequence has a key
+    out.zero_();
+    lse.fill_(-std::numeric_limits<float>::infinity());
+    return {out.narrow(2, 0, head_dim), lse};
+  }
+
+  const at::Tensor q_ready = prepare_operand(q, padded_dim);
+  const at::Tensor k_ready = prepare_operand(k, padded_dim);
+  const at::Tensor v_ready = prepare_operand(v, padded_dim);
+  flashmma::ForwardParams params;
+  params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
+                                              : flashmma::ScalarType::kBFloat16;
+  params.q = q_ready.data_ptr();
+  params.k = k_ready.data_ptr();
+  params.v = v_ready.data_ptr();
+  params.o = out.data_ptr();
+  params.lse = return_lse ? lse.data_ptr<float>() : nullptr;
+  params.batch = batch;
+  params.seqlen_q = max_seqlen_q;
+  params.seqlen_k = max_seqlen_k;
+  params.total_q = total_q;
+  params.heads_q = heads_q;
+  params.heads_kv = heads_kv;
+  params.head_dim = padded_dim;
+  params.q_strides = strides_of(q_ready);
+  params.k_strides = strides_of(k_ready);
+  params.v_strides = strides_of(v_ready);
+  params.o_strides = strides_of(out);
+  params.cu_seqlens_q = cu_seqlens_q.data_ptr<int32_t>();
+  params.cu_seqlens_k = cu_seqlens_k.data_ptr<int32_t>();
+  if (seqused_k.has_value()) params.seqused_k = seqused_k->data_ptr<int32_t>();
+  params.softmax_scale = static_cast<float>(scale);
+  set_variant(params, causal, window_left, window_right, softcap, alibi);
+  run_forward(params, q.options());
+  return {out.narrow(2, 0, head_dim), lse};
 }
 
 }  // namespace
@@ -300,14 +226,26 @@ TORCH_LIBRARY(flashmma, m) {
       "forward(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, int window_left,"
       " int window_right, float softcap, Tensor? alibi_slopes, bool return_lse)"
       " -> (Tensor out, Tensor lse)");
+  m.def(
+      "varlen_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,"
+      " Tensor? seqused_k, int max_seqlen_q, int max_seqlen_k, float? softmax_scale, bool causal,"
+      " int window_left, int window_right, float softcap, Tensor? alibi_slopes, bool return_lse)"
+      " -> (Tensor out, Tensor lse)");
 }
 
 // CPU tensors reach the same checks, which refuse them with a message naming the argument.
-TORCH_LIBRARY_IMPL(flashmma, CUDA, m) { m.impl("forward", &flashmma_torch::forward); }
-TORCH_LIBRARY_IMPL(flashmma, CPU, m) { m.impl("forward", &flashmma_torch::forward); }
+TORCH_LIBRARY_IMPL(flashmma, CUDA, m) {
+  m.impl("forward", &flashmma_torch::forward);
+  m.impl("varlen_forward", &flashmma_torch::varlen_forward);
+}
+TORCH_LIBRARY_IMPL(flashmma, CPU, m) {
+  m.impl("forward", &flashmma_torch::forward);
+  m.impl("varlen_forward", &flashmma_torch::varlen_forward);
+}
 
 // Importing the module (flashmma_torch._C) is what loads the library and registers the operator.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "flashmma's forward attention, registered as torch.ops.flashmma.forward "
-            "(use flashmma_torch.flash_attn_func)";
+  m.doc() = "flashmma's forward attention, registered as torch.ops.flashmma.forward and "
+            "torch.ops.flashmma.varlen_forward (use flashmma_torch.flash_attn_func and "
+            "flash_attn_varlen_func)";
 }

@@ -4,10 +4,12 @@
     out = flash_attn_func(q, k, v, causal=True)            # (batch, seqlen_q, heads_q, head_dim)
     out, lse = flash_attn_func(q, k, v, return_lse=True)   # lse: (batch, heads_q, seqlen_q) fp32
     out = flash_attn_func(q, k, v, window_size=(256, 0), softcap=30.0, alibi_slopes=slopes)
+    out = flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
 
-flash_attn_func has FlashAttention-2's signature and semantics (causal, sliding windows, softcap,
-ALiBi) and calls the operator torch.ops.flashmma.forward, which torch.compile(fullgraph=True) and
-torch.export trace. Importing the package loads the compiled extension; from a source checkout
+flash_attn_func and flash_attn_varlen_func have FlashAttention-2's signatures and semantics (causal,
+sliding windows, softcap, ALiBi; packed sequences of variable lengths) and call the operators
+torch.ops.flashmma.forward and torch.ops.flashmma.varlen_forward, which torch.compile(fullgraph=True)
+and torch.export trace. Importing the package loads the compiled extension; from a source checkout
 without a prior `pip install`, the first import compiles it (a few minutes) and later imports
 reuse that build.
 
@@ -29,7 +31,7 @@ _C = load_extension()
 
 from . import _ops  # noqa: E402  (registers the operator's fake and autograd implementations)
 
-__all__ = ["flash_attn_func"]
+__all__ = ["flash_attn_func", "flash_attn_varlen_func"]
 
 
 def _unsupported(argument: str, why: str) -> NotImplementedError:
@@ -56,6 +58,28 @@ def _softcap_value(softcap) -> float:
     if not 0.0 <= value < math.inf:
         raise ValueError(f"softcap must be a finite number >= 0, 0.0 turning it off (got {softcap!r})")
     return value
+
+
+def _common_arguments(dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs):
+    """The arguments flash_attn_func and flash_attn_varlen_func share, checked and converted:
+    (scale, window_left, window_right, softcap)."""
+    if dropout_p != 0.0:
+        raise _unsupported(f"dropout_p={dropout_p!r}", "flashmma_torch has no dropout; pass 0.0")
+    if return_attn_probs:
+        raise _unsupported(
+            "return_attn_probs=True",
+            "flashmma_torch does not return attention probabilities; return_lse=True returns "
+            "(out, lse)",
+        )
+    window_left, window_right = _window_sides(window_size)
+    softcap = _softcap_value(softcap)
+    if alibi_slopes is not None and not isinstance(alibi_slopes, torch.Tensor):
+        raise TypeError(
+            "alibi_slopes must be None or a float32 tensor of shape (heads_q,) or (batch, heads_q) "
+            f"(got {type(alibi_slopes).__name__})"
+        )
+    scale = None if softmax_scale is None else float(softmax_scale)
+    return scale, window_left, window_right, softcap
 
 
 def flash_attn_func(
@@ -121,23 +145,80 @@ def flash_attn_func(
 
     The kernel runs on PyTorch's current CUDA stream for q's device.
     """
-    if dropout_p != 0.0:
-        raise _unsupported(f"dropout_p={dropout_p!r}", "flashmma_torch has no dropout; pass 0.0")
-    if return_attn_probs:
-        raise _unsupported(
-            "return_attn_probs=True",
-            "flashmma_torch does not return attention probabilities; return_lse=True returns "
-            "(out, lse)",
-        )
-    window_left, window_right = _window_sides(window_size)
-    softcap = _softcap_value(softcap)
-    if alibi_slopes is not None and not isinstance(alibi_slopes, torch.Tensor):
-        raise TypeError(
-            "alibi_slopes must be None or a float32 tensor of shape (heads_q,) or (batch, heads_q) "
-            f"(got {type(alibi_slopes).__name__})"
-        )
-    scale = None if softmax_scale is None else float(softmax_scale)
+    scale, window_left, window_right, softcap = _common_arguments(
+        dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
+    )
     out, lse = torch.ops.flashmma.forward(
         q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes, bool(return_lse)
+    )
+    return (out, lse) if return_lse else out
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+    *,
+    seqused_k=None,
+    return_lse=False,
+):
+    """flash_attn_func over a batch of sequences of different lengths, packed, with
+    FlashAttention-2's signature.
+
+    Args:
+        q: (total_q, heads_q, head_dim), the queries of every sequence one after the other.
+        k, v: (total_k, heads_kv, head_dim), likewise.
+        cu_seqlens_q, cu_seqlens_k: torch.int32 on q's device, (batch + 1,): prefix sums of the
+            sequences' lengths from 0; sequence b is rows [cu_seqlens[b], cu_seqlens[b + 1]).
+        max_seqlen_q, max_seqlen_k: the longest sequence's lengths (ints). A sequence longer
+            than these is an error that stops the kernel.
+        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+            return_attn_probs: as in flash_attn_func, per sequence (the causal mask and windows
+            are aligned to each sequence's bottom-right corner; alibi_slopes is (heads_q,) or
+            (batch, heads_q)).
+        block_table: must be None (no paged KV cache here yet).
+        seqused_k (keyword only): None, or torch.int32 (batch,) on q's device: sequence b
+            attends to its first seqused_k[b] keys only.
+        return_lse (keyword only): also return the log-sum-exp, (heads_q, total_q) float32.
+
+    Returns:
+        out, (total_q, heads_q, head_dim) in q's dtype; with return_lse=True, (out, lse).
+
+    The lengths are read on the GPU only: nothing here synchronizes with the device.
+    """
+    if block_table is not None:
+        raise _unsupported("block_table", "flash_attn_varlen_func takes contiguous K and V; pass None")
+    scale, window_left, window_right, softcap = _common_arguments(
+        dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
+    )
+    out, lse = torch.ops.flashmma.varlen_forward(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        seqused_k,
+        operator.index(max_seqlen_q),
+        operator.index(max_seqlen_k),
+        scale,
+        bool(causal),
+        window_left,
+        window_right,
+        softcap,
+        alibi_slopes,
+        bool(return_lse),
     )
     return (out, lse) if return_lse else out

@@ -1,12 +1,12 @@
-"""The Python side of the operator torch.ops.flashmma.forward (defined and run on CUDA by the
-compiled extension, csrc/flashmma_torch.cpp):
+"""The Python side of the operators torch.ops.flashmma.forward and torch.ops.flashmma.varlen_forward
+(defined and run on CUDA by the compiled extension, csrc/flashmma_torch.cpp):
 
-- its fake implementation, which gives torch.compile and torch.export the outputs' shapes, dtypes
-  and strides without running the kernel;
-- its autograd formula. There is no backward pass yet, so the formula refuses as soon as the
+- their fake implementations, which give torch.compile and torch.export the outputs' shapes,
+  dtypes and strides without running the kernel;
+- their autograd formula. There is no backward pass yet, so the formula refuses as soon as the
   forward is called with an input that requires grad in grad mode, rather than returning an output
   that silently has no gradient. The backward pass will replace _setup_context and _backward here,
-  on the same operator.
+  on the same operators.
 
 Imported by flashmma_torch/__init__.py once the extension is loaded.
 """
@@ -14,13 +14,20 @@ Imported by flashmma_torch/__init__.py once the extension is loaded.
 import torch
 
 OPERATOR = "flashmma::forward"
+VARLEN_OPERATOR = "flashmma::varlen_forward"
 
 # flashmma takes head dims in multiples of 8: the extension pads the head dim and returns a view
 # of the padded output, so `out` has a row stride of the padded head dim (see the C++ binding).
 HEAD_DIM_MULTIPLE = 8
 
+
+def _padded(head_dim):
+    return (head_dim + HEAD_DIM_MULTIPLE - 1) // HEAD_DIM_MULTIPLE * HEAD_DIM_MULTIPLE
+
+
 BACKWARD_MISSING = (
-    "flashmma_torch: the backward pass is not implemented yet, and flash_attn_func was called "
+    "flashmma_torch: the backward pass is not implemented yet, and flash_attn_func (or "
+    "flash_attn_varlen_func) was called "
     "with q, k or v requiring grad while grad mode is enabled. Call it without grad: under "
     "`with torch.no_grad():` (or torch.inference_mode()), or on q.detach(), k.detach(), v.detach()."
 )
@@ -41,9 +48,23 @@ def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, sof
             f"got a tensor on {alibi_slopes.device})",
         )
     batch, seqlen_q, heads_q, head_dim = q.shape
-    padded_dim = (head_dim + HEAD_DIM_MULTIPLE - 1) // HEAD_DIM_MULTIPLE * HEAD_DIM_MULTIPLE
-    out = q.new_empty((batch, seqlen_q, heads_q, padded_dim))[..., :head_dim]
+    out = q.new_empty((batch, seqlen_q, heads_q, _padded(head_dim)))[..., :head_dim]
     lse_shape = (batch, heads_q, seqlen_q) if return_lse else (0,)
+    lse = q.new_empty(lse_shape, dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.register_fake(VARLEN_OPERATOR)
+def _varlen_forward_fake(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+    window_left, window_right, softcap, alibi_slopes, return_lse,
+):
+    torch._check(q.dim() == 3, lambda: f"flashmma_torch: q must have 3 dimensions (got {q.dim()})")
+    torch._check(k.dim() == 3, lambda: f"flashmma_torch: k must have 3 dimensions (got {k.dim()})")
+    torch._check(v.dim() == 3, lambda: f"flashmma_torch: v must have 3 dimensions (got {v.dim()})")
+    total_q, heads_q, head_dim = q.shape
+    out = q.new_empty((total_q, heads_q, _padded(head_dim)))[..., :head_dim]
+    lse_shape = (heads_q, total_q) if return_lse else (0,)
     lse = q.new_empty(lse_shape, dtype=torch.float32)
     return out, lse
 
@@ -58,3 +79,4 @@ def _backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd(OPERATOR, _backward, setup_context=_setup_context)
+torch.library.register_autograd(VARLEN_OPERATOR, _backward, setup_context=_setup_context)

@@ -28,6 +28,17 @@ struct ForwardArgs {
   TensorStrides o_strides;
   float softmax_scale;
   float softmax_scale_log2;  // softmax_scale * log2(e)
+  // Variable lengths (params.hpp): nullptr for dense sequences.
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* seqused_k;
+  int64_t lse_batch_stride;  // LSE row of (batch, head, first query):
+  int64_t lse_head_stride;   //   batch * lse_batch_stride + head * lse_head_stride + first
+  // A paged KV cache (params.hpp): nullptr for contiguous K and V.
+  const int32_t* block_table;
+  int64_t block_table_batch_stride;
+  int32_t page_size;
+  int32_t num_pages;
 };
 
 }  // namespace flashmma

@@ -1,57 +1,119 @@
 // SPDX-License-Identifier: Apache-2.0
 // The facts of one work tile's sequence: which batch entry and heads it is, the lengths, and the
 // base pointers of its rows. Built once per work tile; the only code that reads the lengths and
-// strides of ForwardArgs, so that variable-length batches change this file alone.
+// strides of ForwardArgs: dense batches, and packed ones of variable lengths (cu_seqlens_q,
+// cu_seqlens_k, seqused_k) alike.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/attention/forward_args.hpp"
 #include "flashmma/attention/index_range.hpp"
+#include "flashmma/attention/kv_pages.hpp"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/macros.hpp"
 
 namespace flashmma {
 
-template <class Element>
+// A sequence whose lengths the call's params did not allow for: stops the kernel (the launch's
+// stream then reports an error), since going on would read past K and V or leave O unwritten.
+FLASHMMA_HOST_DEVICE void report_bad_sequence_lengths() {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
+// kVariableLengths false compiles the dense case alone (a kernel that refuses cu_seqlens and
+// seqused_k, validate.hpp's KernelRequirements::variable_lengths): its code is then exactly that
+// of a kernel written for dense batches. kPagedKV true reads the block table of a paged KV cache
+// too (attention/kv_pages.hpp), for the kernels that load K and V through it.
+template <class Element, bool kVariableLengths = true, bool kPagedKV = false>
 struct SequenceInfo {
   int64_t batch;
   int64_t head;     // query head
   int64_t kv_head;  // the K/V head it reads
   SequenceLengths lengths;
-  // Row 0 of this (batch, head) in each tensor; row r is at + r * row_stride().
+  // Query 0 and key 0 of this (batch, head) in each tensor; query r is at q + r * q_row_stride.
   const Element* q;
   const Element* k;
   const Element* v;
   Element* o;
-  // Row 0 of this (batch, head) among all rows of the call, (batch * heads_q + head) *
-  // seqlen_q: the index of row-indexed outputs (the LSE, split-KV's partials).
+  // The LSE row of this (batch, head)'s query 0 (params.hpp's LSE layout): the index of
+  // row-indexed outputs (the LSE, split-KV's partials) is row_index + query.
   int64_t row_index;
-  float* lse;  // nullptr when the LSE is not written; else contiguous over the rows
+  float* lse;  // nullptr when the LSE is not written; else lse + row_index
   int64_t q_row_stride;
   int64_t k_row_stride;
   int64_t v_row_stride;
   int64_t o_row_stride;
+  // A paged cache's pages: then k and v point at row 0 of page 0 of the K/V head, and key j's
+  // row is at pages.row_offset(j, ...) from them.
+  std::conditional_t<kPagedKV, KVPages, NoKVPages> pages;
 
   FLASHMMA_HOST_DEVICE SequenceInfo(const ForwardArgs<Element>& args, const WorkTile& tile)
       : batch(tile.batch),
         head(tile.head),
         kv_head(head / args.group_size),
-        lengths(sequence_lengths(args.seqlen_q, args.seqlen_k)),
-        q(args.q + batch * args.q_strides.batch + head * args.q_strides.head),
-        k(args.k + batch * args.k_strides.batch + kv_head * args.k_strides.head),
-        v(args.v + batch * args.v_strides.batch + kv_head * args.v_strides.head),
-        o(args.o + batch * args.o_strides.batch + head * args.o_strides.head),
-        row_index((batch * args.heads_q + head) * args.seqlen_q),
-        // row_index again, formed only where the LSE is written: formed unconditionally it
-        // changed the register allocation (and the spills) of the d = 128 kernels.
-        lse(args.lse == nullptr ? nullptr
-                                : args.lse + (batch * args.heads_q + head) * args.seqlen_q),
         q_row_stride(args.q_strides.row),
         k_row_stride(args.k_strides.row),
         v_row_stride(args.v_strides.row),
-        o_row_stride(args.o_strides.row) {}
+        o_row_stride(args.o_strides.row) {
+    // The first row of the sequence in packed tensors (0 in dense ones, whose batch strides
+    // place it), and its lengths.
+    int64_t first_query = 0;
+    int64_t first_key = 0;
+    int64_t seqlen_q = args.seqlen_q;
+    int64_t seqlen_k = args.seqlen_k;
+    if constexpr (kVariableLengths) {
+      if (args.cu_seqlens_q != nullptr) {
+        first_query = args.cu_seqlens_q[batch];
+        seqlen_q = args.cu_seqlens_q[batch + 1] - first_query;
+      }
+      if (args.cu_seqlens_k != nullptr) {
+        first_key = args.cu_seqlens_k[batch];
+        seqlen_k = args.cu_seqlens_k[batch + 1] - first_key;
+      }
+      const int64_t used_k = args.seqused_k != nullptr ? args.seqused_k[batch] : seqlen_k;
+      // The grid covers args.seqlen_q queries and the kernels address args.seqlen_k keys at
+      // most: a sequence beyond them (or a negative length) is a caller's error that would
+      // otherwise leave rows unwritten or read past K and V.
+      if (seqlen_q < 0 || seqlen_q > args.seqlen_q || seqlen_k < 0 ||
+          seqlen_k > args.seqlen_k || used_k < 0 || used_k > seqlen_k) {
+        report_bad_sequence_lengths();
+      }
+      seqlen_k = used_k;
+    }
+    lengths = sequence_lengths(seqlen_q, seqlen_k);
+    q = args.q + batch * args.q_strides.batch + first_query * args.q_strides.row +
+        head * args.q_strides.head;
+    k = args.k + batch * args.k_strides.batch + first_key * args.k_strides.row +
+        kv_head * args.k_strides.head;
+    v = args.v + batch * args.v_strides.batch + first_key * args.v_strides.row +
+        kv_head * args.v_strides.head;
+    o = args.o + batch * args.o_strides.batch + first_query * args.o_strides.row +
+        head * args.o_strides.head;
+    if constexpr (kPagedKV) {
+      if (args.block_table != nullptr) {
+        pages.table = args.block_table + batch * args.block_table_batch_stride;
+        pages.page_size = args.page_size;
+        pages.num_pages = args.num_pages;
+        pages.k_page_stride = args.k_strides.batch;
+        pages.v_page_stride = args.v_strides.batch;
+        k = args.k + kv_head * args.k_strides.head;
+        v = args.v + kv_head * args.v_strides.head;
+      }
+    }
+    if constexpr (kVariableLengths) {
+      row_index = batch * args.lse_batch_stride + head * args.lse_head_stride + first_query;
+    } else {
+      row_index = (batch * args.heads_q + head) * args.seqlen_q;
+    }
+    // row_index again, formed only where the LSE is written: formed unconditionally it changed
+    // the register allocation (and the spills) of the d = 128 kernels.
+    lse = args.lse == nullptr ? nullptr : args.lse + row_index;
+  }
 
   // The queries of query tile `m_block` of `block_m` rows that exist, [first, min(+block_m, seqlen_q)).
   FLASHMMA_HOST_DEVICE IndexRange query_tile(int64_t m_block, int64_t block_m) const {

@@ -30,11 +30,11 @@ struct SplitCombineKernel {
     const float* partial_o;    // workspace + layout.o_offset
     const float* partial_lse;  // workspace + layout.lse_offset
     SplitWorkspace layout;
-    Element* o;                // [batch, seqlen_q, heads_q, head_dim] through o_strides
+    Element* o;                // O through o_strides (dense, or packed: batch stride 0)
     TensorStrides o_strides;
-    float* lse;                // nullptr, or fp32 [batch, heads_q, seqlen_q]
+    float* lse;                // nullptr, or the LSE (params.hpp's layout)
     int64_t heads_q;
-    int64_t seqlen_q;
+    int64_t rows_per_head;     // lse_head_stride: seqlen_q, or total_q for packed queries
   };
 
   static constexpr int kWarps = 4;
@@ -73,10 +73,11 @@ struct SplitCombineKernel {
       }
     }
 
-    // row = (batch * heads_q + head) * seqlen_q + query, the LSE's own layout.
-    const int64_t query = row % params.seqlen_q;
-    const int64_t head = row / params.seqlen_q % params.heads_q;
-    const int64_t batch = row / params.seqlen_q / params.heads_q;
+    // The LSE's own layout: row = (batch * heads_q + head) * seqlen_q + query, or, for packed
+    // queries, head * total_q + token (the token's row in packed O; batch 0, whose stride is 0).
+    const int64_t query = row % params.rows_per_head;
+    const int64_t head = row / params.rows_per_head % params.heads_q;
+    const int64_t batch = row / params.rows_per_head / params.heads_q;
     Element* out = params.o + batch * params.o_strides.batch + query * params.o_strides.row +
                    head * params.o_strides.head;
 #pragma unroll

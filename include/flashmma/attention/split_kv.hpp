@@ -71,13 +71,15 @@ FLASHMMA_HOST_DEVICE int choose_split_count(const SplitInputs& in) {
 }
 
 // Where the partials of a split launch live in the workspace (byte offsets from its start):
-//   O:   fp32 [splits, batch, heads_q, seqlen_q, head_dim], each row normalized over its split's
-//        keys (0 for a split that saw none);
-//   LSE: fp32 [splits, batch, heads_q, seqlen_q], natural log, -inf for a split that saw none.
+//   O:   fp32 [splits, rows, head_dim], each row normalized over its split's keys (0 for a split
+//        that saw none);
+//   LSE: fp32 [splits, rows], natural log, -inf for a split that saw none;
+// rows in the LSE's order (params.hpp): [batch, heads_q, seqlen_q], or [heads_q, total_q] for
+// packed queries.
 // The LSE array starts on a 256-byte boundary.
 struct SplitWorkspace {
   int64_t splits = 1;
-  int64_t rows = 0;  // batch x heads_q x seqlen_q: rows per split
+  int64_t rows = 0;  // the LSE's rows: rows per split
   int64_t head_dim = 0;
   std::size_t o_offset = 0;
   std::size_t lse_offset = 0;
@@ -95,11 +97,11 @@ struct SplitWorkspace {
 
 inline constexpr std::size_t kWorkspaceAlignment = 256;
 
-FLASHMMA_HOST_DEVICE SplitWorkspace split_workspace(int64_t splits, int64_t batch, int64_t heads_q,
-                                                    int64_t seqlen_q, int64_t head_dim) {
+FLASHMMA_HOST_DEVICE SplitWorkspace split_workspace(int64_t splits, int64_t rows,
+                                                    int64_t head_dim) {
   SplitWorkspace w;
   w.splits = splits;
-  w.rows = batch * heads_q * seqlen_q;
+  w.rows = rows;
   w.head_dim = head_dim;
   if (splits <= 1) return w;  // nothing to merge: no workspace
   const std::size_t o_bytes =

@@ -29,9 +29,10 @@ FLASHMMA_DEVICE void finalize_rows(Warp& warp,
 }
 
 // `staging` is the block's Q tile; the caller has made sure no copy into it is still in flight.
+// `seq` is the work tile's SequenceInfo.
 // `head_dim` is the runtime head dim: columns past it are not written.
-template <class Warp, class Element>
-FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const SequenceInfo<Element>& seq,
+template <class Warp, class Element, class Sequence>
+FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const Sequence& seq,
                                   int head_dim) {
   using Config = typename Warp::Config;
   const int lane = warp.lane;
@@ -74,10 +75,9 @@ FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const SequenceIn
 // in the workspace (attention/split_kv.hpp), straight from registers: each thread holds pairs of
 // adjacent columns, stored as 8 bytes. A split that saw no key of a row writes O = 0 and
 // LSE = -inf, which the combine step weighs 0.
-template <class Warp, class Element>
-FLASHMMA_DEVICE void write_partial_output(Warp& warp, const SplitOutput& out,
-                                          const SequenceInfo<Element>& seq, unsigned split,
-                                          int head_dim) {
+template <class Warp, class Sequence>
+FLASHMMA_DEVICE void write_partial_output(Warp& warp, const SplitOutput& out, const Sequence& seq,
+                                          unsigned split, int head_dim) {
   using Config = typename Warp::Config;
   const int lane = warp.lane;
   float lse[Config::kRowTiles][kRowsPerThread];

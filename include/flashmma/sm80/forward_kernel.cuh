@@ -21,9 +21,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/attention/forward_args.hpp"
 #include "flashmma/attention/key_range.hpp"
+#include "flashmma/attention/kv_pages.hpp"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/attention/sequence_info.hpp"
@@ -41,13 +43,26 @@
 namespace flashmma {
 namespace sm80 {
 
-template <class Config, class Policy, class Scheduler>
+// Pages: NoKVPages for contiguous K and V; KVPages (attention/kv_pages.hpp) for the split kernel
+// of calls on a paged KV cache, which reads K and V through the block table.
+template <class Config, class Policy, class Scheduler, class Pages = NoKVPages>
 struct ForwardKernel {
   static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
 
   using Element = typename Config::element_type;
   using arch_tag = typename Config::arch_tag;
+  // The split-KV kernel is also the kernel of variable lengths and paged KV caches
+  // (split_launch.cuh runs every such call on it, with one split or more). The others take
+  // dense batches only, and their code stays that of a kernel written for them: reading the
+  // lengths per sequence moves them from constants into registers, which cost the
+  // register-bound tiles 40-150 instructions and a spill. Reading pages is a kernel of its own
+  // (Pages): as a branch of the split kernel it doubled its code and spilled 32-52 bytes.
+  static constexpr bool kFlexibleSequences = Scheduler::kSplitsKeys;
+  static constexpr bool kPaged = std::is_same<Pages, KVPages>::value;
+  static_assert(!kPaged || kFlexibleSequences,
+                "a paged KV cache is read by the split kernel (SplitScheduler) only");
+  using Sequence = SequenceInfo<Element, /*kVariableLengths=*/kFlexibleSequences, kPaged>;
 
   struct Params {
     ForwardArgs<Element> args;
@@ -72,8 +87,13 @@ struct ForwardKernel {
     Element* const v_stages = k_stages + Config::kStages * Config::kKVTileElements;
 
     const WorkTile work = Scheduler::work_tile(params.scheduler);
-    const SequenceInfo<Element> seq(args, work);
+    const Sequence seq(args, work);
     const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
+    if constexpr (kFlexibleSequences) {
+      // The grid covers the longest sequence: the query tiles past a shorter one's end have
+      // nothing to do (and no partial to write: the combine step reads real rows only).
+      if (queries.empty()) return;
+    }
     TileRange key_tiles =
         flashmma::key_tiles(params.policy, seq.lengths, queries, Config::kBlockN);
     if constexpr (Scheduler::kSplitsKeys) {
@@ -85,8 +105,7 @@ struct ForwardKernel {
     q_copy.issue(q_tile, seq.q, queries.begin, seq.lengths.seqlen_q - queries.begin);
     ptx::cp_async_commit();
 
-    const KVStream<Config> kv(k_stages, v_stages, seq.k, seq.v, seq.k_row_stride,
-                              seq.v_row_stride, args.head_dim, seq.lengths.seqlen_k, key_tiles);
+    const KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles);
     WarpAttention<Config, Policy> warp;
     warp.q_tile = q_tile;
     warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;
@@ -106,10 +125,12 @@ struct ForwardKernel {
     ptx::cp_async_wait<0>();
     __syncthreads();
     if constexpr (Scheduler::kSplitsKeys) {
-      write_partial_output(warp, params.split_output, seq, work.split, args.head_dim);
-    } else {
-      write_output(warp, q_tile, seq, args.head_dim);
+      if (params.scheduler.splits > 1) {
+        write_partial_output(warp, params.split_output, seq, work.split, args.head_dim);
+        return;
+      }
     }
+    write_output(warp, q_tile, seq, args.head_dim);
 #else
     // Compiled for a target without mma.sync (below sm_80): never return as if O were written.
     (void)params;

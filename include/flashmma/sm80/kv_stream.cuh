@@ -2,37 +2,50 @@
 // The K and V tiles of one (batch, kv head), streamed through the shared-memory stages.
 //
 // The stream visits the key tiles of a TileRange (key_range.hpp); tile j of the stream (the
-// range's tile first + j) lives in stage j % Stages of the K ring and of the V ring. The copies
+// range's tile first + j) lives in stage j % Stages of the K ring and of the V ring. With Pages =
+// KVPages, K and V are read through the sequence's block table (a paged KV cache,
+// attention/kv_pages.hpp), one key row at a time; with NoKVPages, as contiguous rows. The copies
 // are only issued here; which group they close, and when the block waits for them, is the
 // schedule's business (mainloop.cuh).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/attention/key_range.hpp"
+#include "flashmma/attention/kv_pages.hpp"
 #include "flashmma/sm80/tile_io.cuh"
 #include "flashmma/macros.hpp"
 
 namespace flashmma {
 namespace sm80 {
 
-template <class Config>
+template <class Config, class Pages = NoKVPages>
 class KVStream {
   using Element = typename Config::element_type;
+  static constexpr bool kPageable = std::is_same<Pages, KVPages>::value;
 
  public:
-  FLASHMMA_DEVICE KVStream(Element* k_stages, Element* v_stages, const Element* k_head,
-                           const Element* v_head, int64_t k_row_stride, int64_t v_row_stride,
-                           int head_dim, int64_t seqlen_k, const TileRange& tiles)
+  using config = Config;
+
+  // The K/V head of `seq` (a SequenceInfo whose pages are of type Pages).
+  template <class Sequence>
+  FLASHMMA_DEVICE KVStream(Element* k_stages, Element* v_stages, const Sequence& seq,
+                           int head_dim, const TileRange& tiles)
       : k_stages_(k_stages),
         v_stages_(v_stages),
         first_key_(tiles.first * Config::kBlockN),
-        k_rows_(k_head + first_key_ * k_row_stride),
-        v_rows_(v_head + first_key_ * v_row_stride),
-        k_copy_(k_row_stride, head_dim),
-        v_copy_(v_row_stride, head_dim),
-        keys_left_(seqlen_k - first_key_),
-        num_tiles_(tiles.count) {}
+        k_head_(seq.k),
+        v_head_(seq.v),
+        k_rows_(seq.k + first_key_ * seq.k_row_stride),
+        v_rows_(seq.v + first_key_ * seq.v_row_stride),
+        k_copy_(seq.k_row_stride, head_dim),
+        v_copy_(seq.v_row_stride, head_dim),
+        keys_left_(seq.lengths.seqlen_k - first_key_),
+        num_tiles_(tiles.count),
+        pages_(seq.pages),
+        k_row_stride_(seq.k_row_stride),
+        v_row_stride_(seq.v_row_stride) {}
 
   FLASHMMA_DEVICE int num_tiles() const { return num_tiles_; }
   // The key of tile `tile`'s first column.
@@ -46,10 +59,20 @@ class KVStream {
   // Issue the copies of K (or V) of `tile` into its stage; a tile past the last one issues
   // nothing (the caller still commits, so group counts stay uniform).
   FLASHMMA_DEVICE void issue_k(int tile) const {
-    if (tile < num_tiles_) issue(k_copy_, k_stages_, k_rows_, tile);
+    if (tile >= num_tiles_) return;
+    if constexpr (kPageable) {
+      issue_paged(k_copy_, k_stages_, k_head_, tile, pages_.k_page_stride, k_row_stride_);
+    } else {
+      issue(k_copy_, k_stages_, k_rows_, tile);
+    }
   }
   FLASHMMA_DEVICE void issue_v(int tile) const {
-    if (tile < num_tiles_) issue(v_copy_, v_stages_, v_rows_, tile);
+    if (tile >= num_tiles_) return;
+    if constexpr (kPageable) {
+      issue_paged(v_copy_, v_stages_, v_head_, tile, pages_.v_page_stride, v_row_stride_);
+    } else {
+      issue(v_copy_, v_stages_, v_rows_, tile);
+    }
   }
 
  private:
@@ -66,15 +89,32 @@ class KVStream {
     copy.issue(stages + offset(tile), rows, row, keys_left_ - row);
   }
 
+  // A paged cache: each key's row found through the block table. Keys are below 2^30.
+  FLASHMMA_DEVICE void issue_paged(const TileCopy<Config, Config::kBlockN>& copy,
+                                   Element* stages, const Element* head, int tile,
+                                   int64_t page_stride, int64_t row_stride) const {
+    const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
+    const int32_t first = static_cast<int32_t>(first_key_ + row);
+    copy.issue_gathered(
+        stages + offset(tile), head,
+        [&](int r) { return pages_.row_offset(first + r, page_stride, row_stride); },
+        keys_left_ - row);
+  }
+
   Element* k_stages_;
   Element* v_stages_;
   int64_t first_key_;      // the range's first key
-  const Element* k_rows_;  // K and V from the range's first key on
+  const Element* k_head_;  // K and V of the head: key 0 (row 0 of page 0 when paged)
+  const Element* v_head_;
+  const Element* k_rows_;  // contiguous K and V from the range's first key on
   const Element* v_rows_;
   TileCopy<Config, Config::kBlockN> k_copy_;
   TileCopy<Config, Config::kBlockN> v_copy_;
   int64_t keys_left_;      // keys from the range's first to the end of the sequence
   int num_tiles_;
+  Pages pages_;
+  int64_t k_row_stride_;
+  int64_t v_row_stride_;
 };
 
 }  // namespace sm80

@@ -32,8 +32,9 @@
 namespace flashmma {
 namespace sm80 {
 
-template <class Config, class Warp>
-FLASHMMA_DEVICE void mainloop_split(const KVStream<Config>& kv, Warp& warp) {
+template <class KV, class Warp>
+FLASHMMA_DEVICE void mainloop_split(const KV& kv, Warp& warp) {
+  using Config = typename KV::config;
   kv.issue_k(0);
   ptx::cp_async_commit();
   for (int tile = 0; tile < kv.num_tiles(); ++tile) {
@@ -54,15 +55,16 @@ FLASHMMA_DEVICE void mainloop_split(const KVStream<Config>& kv, Warp& warp) {
 }
 
 // Stages >= 2: tile j's K and V close one group.
-template <class Config>
-FLASHMMA_DEVICE void issue_kv(const KVStream<Config>& kv, int tile) {
+template <class KV>
+FLASHMMA_DEVICE void issue_kv(const KV& kv, int tile) {
   kv.issue_k(tile);
   kv.issue_v(tile);
   ptx::cp_async_commit();
 }
 
-template <class Config, class Warp>
-FLASHMMA_DEVICE void mainloop_ring(const KVStream<Config>& kv, Warp& warp) {
+template <class KV, class Warp>
+FLASHMMA_DEVICE void mainloop_ring(const KV& kv, Warp& warp) {
+  using Config = typename KV::config;
   static_assert(Config::kStages == 2, "the ring schedule keeps exactly one tile in flight");
   issue_kv(kv, 0);
   for (int tile = 0; tile < kv.num_tiles(); ++tile) {
@@ -77,8 +79,9 @@ FLASHMMA_DEVICE void mainloop_ring(const KVStream<Config>& kv, Warp& warp) {
   }
 }
 
-template <class Config, class Warp>
-FLASHMMA_DEVICE void mainloop_overlapped(const KVStream<Config>& kv, Warp& warp) {
+template <class KV, class Warp>
+FLASHMMA_DEVICE void mainloop_overlapped(const KV& kv, Warp& warp) {
+  using Config = typename KV::config;
   constexpr int kAhead = Config::kStages - 1;  // tiles in flight beyond the current one
 #pragma unroll
   for (int tile = 0; tile < kAhead; ++tile) issue_kv(kv, tile);
@@ -108,8 +111,10 @@ FLASHMMA_DEVICE void mainloop_overlapped(const KVStream<Config>& kv, Warp& warp)
   }
 }
 
-template <class Config, class Warp>
-FLASHMMA_DEVICE void mainloop(const KVStream<Config>& kv, Warp& warp) {
+// `kv` is a KVStream (kv_stream.cuh).
+template <class KV, class Warp>
+FLASHMMA_DEVICE void mainloop(const KV& kv, Warp& warp) {
+  using Config = typename KV::config;
   if constexpr (Config::kStages == 1) {
     mainloop_split(kv, warp);
   } else if constexpr (Config::kStages == 2) {

@@ -85,6 +85,32 @@ class TileCopy {
     }
   }
 
+  // The same for a tile whose rows are not evenly spaced (a paged KV cache): row r of the tile
+  // starts at matrix + row_offset(r), asked for the first `rows_left` rows only (the others are
+  // zero-filled). The offsets are computed per copy, not once per kernel.
+  template <class Element, class RowOffset>
+  FLASHMMA_DEVICE void issue_gathered(Element* smem_tile, const Element* matrix,
+                                      RowOffset&& row_offset, int64_t rows_left) const {
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread; ++i) {
+      int row, column;
+      if constexpr (kFixedColumn) {
+        row = first_row_ + i * kRowStep;
+        column = column_;
+        if (Rows % kRowStep != 0 && row >= Rows) break;
+      } else {
+        const int chunk = static_cast<int>(threadIdx.x) + i * Config::kThreads;
+        if (kChunks % Config::kThreads != 0 && chunk >= kChunks) break;
+        row = chunk / Config::kChunksPerRow;
+        column = (chunk % Config::kChunksPerRow) * kElementsPerChunk;
+      }
+      const bool in_bounds = column < head_dim_ && row < rows_left;
+      const Element* source = in_bounds ? matrix + row_offset(row) + column : matrix;
+      ptx::cp_async_cg_16(ptx::smem_address(smem_tile + Layout::offset(row, column)), source,
+                          in_bounds);
+    }
+  }
+
  private:
   int64_t row_stride_;
   int64_t thread_offset_;  // first_row_ * row_stride_ + column_

@@ -68,6 +68,9 @@ struct ForwardKernel {
 
   using Element = typename Config::element_type;
   using arch_tag = typename Config::arch_tag;
+  // Dense batches only: TMA's boxes follow the dense tensors, and validate_for_kernel refuses
+  // cu_seqlens and seqused_k for this kernel (kernel_requirements<Sm90TileConfig>).
+  using Sequence = SequenceInfo<Element, /*kVariableLengths=*/false>;
 
   struct Params {
     ForwardTensorMaps maps;  // first: CUtensorMap is 64-byte aligned
@@ -149,7 +152,7 @@ struct ForwardKernel {
     __syncthreads();  // the last block-wide barrier: the producer's idle warps exit below
 
     const WorkTile work = Scheduler::work_tile(params.scheduler);
-    const SequenceInfo<Element> seq(params.args, work);
+    const Sequence seq(params.args, work);
     const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
     const TileRange key_tiles = flashmma::key_tiles(params.policy, seq.lengths, queries, kBlockN);
 
@@ -183,7 +186,7 @@ struct ForwardKernel {
 
   // The producer: one thread issues every load.
   static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem,
-                                      const SequenceInfo<Element>& seq, const IndexRange& queries,
+                                      const Sequence& seq, const IndexRange& queries,
                                       const TileRange& key_tiles) {
     ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(), Config::kQBytes);
 #pragma unroll
@@ -407,7 +410,7 @@ struct ForwardKernel {
 
   // A consumer warpgroup: 64 query rows, from S = Q K^T to O and the LSE.
   static FLASHMMA_DEVICE void consume(const Params& params, const Smem& smem,
-                                      const SequenceInfo<Element>& seq, const IndexRange& queries,
+                                      const Sequence& seq, const IndexRange& queries,
                                       const TileRange& key_tiles, int consumer) {
     const int thread = static_cast<int>(threadIdx.x) % Config::kWarpgroupThreads;
     const int warp = thread / 32;
@@ -448,7 +451,7 @@ struct ForwardKernel {
   // in the swizzled layout of the O map, then one TMA store per 64 columns; the LSE from
   // registers. Rows past seqlen_q and columns past the head dim are clipped by the store.
   static FLASHMMA_DEVICE void write_output(const Params& params, const Smem& smem,
-                                           const SequenceInfo<Element>& seq,
+                                           const Sequence& seq,
                                            const IndexRange& queries, int consumer, int thread,
                                            const float (&output)[1][kOutputTiles][4],
                                            const float (&lse)[1][kRowsPerThread]) {
