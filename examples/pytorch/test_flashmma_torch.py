@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashmma_torch  # noqa: E402  (after the skip: importing builds the extension)
-from flashmma_torch import flash_attn_func, flash_attn_varlen_func  # noqa: E402
+from flashmma_torch import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -298,7 +298,7 @@ def test_different_devices_raise():
 
 
 def test_module_exports():
-    assert flashmma_torch.__all__ == ["flash_attn_func", "flash_attn_varlen_func"]
+    assert flashmma_torch.__all__ == ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache"]
     assert "bottom-right" in flash_attn_func.__doc__
 
 
@@ -872,6 +872,223 @@ def test_varlen_requires_grad_raises():
     q, k, v, cu_q, cu_k = make_varlen_inputs([4, 5], [6, 7], 2, 2, 64, torch.float16)
     with pytest.raises(NotImplementedError, match=BACKWARD_MESSAGE):
         flash_attn_varlen_func(q.requires_grad_(), k, v, cu_q, cu_k, 5, 7)
+
+
+# --- KV cache (flash_attn_with_kvcache) ----------------------------------------------------------
+
+
+def rotary_tables(positions, rotary_dim, dtype):
+    """cos and sin (positions, rotary_dim / 2) with angle p * 10000^(-2i / rotary_dim)."""
+    inverse = 10000.0 ** (-torch.arange(0, rotary_dim, 2, device=DEVICE).float() / rotary_dim)
+    angles = torch.arange(positions, device=DEVICE).float()[:, None] * inverse[None, :]
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rotary(x, cos, sin, positions, interleaved):
+    """x (..., rows, d) in fp32 with its first 2 * cos.shape[1] columns rotated at positions
+    (rows,): pairs (2i, 2i + 1) if interleaved, else (i, i + rotary_dim / 2)."""
+    half = cos.shape[1]
+    c = cos.float()[positions][..., None, :] if x.dim() == 3 else cos.float()[positions]
+    s = sin.float()[positions][..., None, :] if x.dim() == 3 else sin.float()[positions]
+    x = x.float().clone()
+    first = slice(0, 2 * half, 2) if interleaved else slice(0, half)
+    second = slice(1, 2 * half, 2) if interleaved else slice(half, 2 * half)
+    x0, x1 = x[..., first].clone(), x[..., second].clone()
+    x[..., first] = x0 * c - x1 * s
+    x[..., second] = x0 * s + x1 * c
+    return x
+
+
+def kvcache_reference(q, k_cache, v_cache, k=None, v=None, cos=None, sin=None, cache_seqlens=None,
+                      cache_batch_idx=None, block_table=None, causal=False, window=(-1, -1), softcap=0.0,
+                      alibi_slopes=None, interleaved=True):  # fmt: skip
+    """(out, lse, k_cache, v_cache) with FlashAttention-2's flash_attn_with_kvcache semantics: the
+    caches are updated copies; out and lse in fp32."""
+    k_cache, v_cache = k_cache.clone(), v_cache.clone()
+    batch, seqlen_q, heads_q, head_dim = q.shape
+    out = torch.zeros(q.shape, device=DEVICE)
+    lse = torch.full((batch, heads_q, seqlen_q), -math.inf, device=DEVICE)
+    for b in range(batch):
+        if block_table is not None:
+            rows_k = k_cache[block_table[b].long()].flatten(0, 1)  # views of the pages, in order
+            rows_v = v_cache[block_table[b].long()].flatten(0, 1)
+        else:
+            entry = int(cache_batch_idx[b]) if cache_batch_idx is not None else b
+            rows_k, rows_v = k_cache[entry], v_cache[entry]
+        cached = int(cache_seqlens[b]) if cache_seqlens is not None else rows_k.shape[0]
+        new = 0 if k is None else k.shape[1]
+        positions = torch.arange(cached, cached + new, device=DEVICE)
+        if new:
+            new_k = k[b].float()
+            if cos is not None:
+                new_k = apply_rotary(new_k, cos, sin, positions, interleaved)
+            rows_k[cached : cached + new] = new_k.to(k_cache.dtype)
+            rows_v[cached : cached + new] = v[b]
+            if block_table is not None:  # write the pages back
+                pages = block_table[b].long()
+                k_cache[pages] = rows_k.view(len(pages), -1, *rows_k.shape[1:])
+                v_cache[pages] = rows_v.view(len(pages), -1, *rows_v.shape[1:])
+        qb = q[b].float()
+        if cos is not None:
+            per_row = causal or window != (-1, -1)
+            query_positions = cached + (torch.arange(seqlen_q, device=DEVICE) if per_row else torch.zeros(seqlen_q, dtype=torch.long, device=DEVICE))
+            qb = apply_rotary(qb, cos, sin, query_positions, interleaved)
+        keys = cached + new
+        if keys == 0:
+            continue
+        slopes = None
+        if alibi_slopes is not None:
+            slopes = alibi_slopes if alibi_slopes.dim() == 1 else alibi_slopes[b : b + 1]
+        o, l = reference(qb[None], rows_k[None, :keys], rows_v[None, :keys], causal, None, window, softcap, slopes)
+        out[b], lse[b] = o[0], l[0]
+    return out, lse, k_cache, v_cache
+
+
+def make_cache(batch, capacity, heads_kv, head_dim, dtype, page_size=None, seed=3):
+    """k_cache, v_cache and block_table (None when contiguous), pages in a shuffled order."""
+    generator = torch.Generator(device=DEVICE).manual_seed(seed)
+    if page_size is None:
+        shape = (batch, capacity, heads_kv, head_dim)
+        table = None
+    else:
+        pages_per_sequence = capacity // page_size
+        pages = batch * pages_per_sequence + 3
+        shape = (pages, page_size, heads_kv, head_dim)
+        order = torch.randperm(pages, generator=generator, device=DEVICE)[: batch * pages_per_sequence]
+        table = order.view(batch, pages_per_sequence).to(torch.int32)
+    k_cache = torch.randn(*shape, generator=generator, device=DEVICE).to(dtype)
+    v_cache = torch.randn(*shape, generator=generator, device=DEVICE).to(dtype)
+    return k_cache, v_cache, table
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("page_size", [None, 1, 16, 256], ids=["contiguous", "page1", "page16", "page256"])
+@pytest.mark.parametrize("rotary", [None, "interleaved", "halves"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_kvcache_append_and_attend(causal, rotary, page_size, dtype):
+    batch, capacity, heads_q, heads_kv, head_dim, seqlen_new = 3, 512, 8, 2, 128, 2
+    q, _, _ = make_inputs(batch, seqlen_new, 1, heads_q, heads_kv, head_dim, dtype, seed=5)
+    k_new, v_new, _ = make_inputs(batch, seqlen_new, 1, heads_kv, heads_kv, head_dim, dtype, seed=6)
+    k_cache, v_cache, table = make_cache(batch, capacity, heads_kv, head_dim, dtype, page_size)
+    lengths = torch.tensor([0, 17, capacity - seqlen_new], dtype=torch.int32, device=DEVICE)
+    cos = sin = None
+    if rotary is not None:
+        cos, sin = rotary_tables(capacity, 64, dtype)
+    interleaved = rotary != "halves"
+    expected, expected_lse, expected_k, expected_v = kvcache_reference(
+        q, k_cache, v_cache, k_new, v_new, cos, sin, lengths, None, table, causal, interleaved=interleaved
+    )
+    out, lse = flash_attn_with_kvcache(
+        q, k_cache, v_cache, k_new, v_new, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lengths,
+        block_table=table, causal=causal, rotary_interleaved=interleaved, return_softmax_lse=True,
+    )  # fmt: skip
+    assert out.shape == q.shape
+    assert relative_l2(out, expected) < TOLERANCE[dtype]
+    torch.testing.assert_close(lse, expected_lse, rtol=1e-4, atol=1e-3)
+    # The caches were written in place: the values exactly, the rotated keys up to one rounding.
+    torch.testing.assert_close(v_cache, expected_v, rtol=0, atol=0)
+    torch.testing.assert_close(k_cache.float(), expected_k.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"window_size": (64, 0)}, {"softcap": 20.0}, {"alibi": True}],
+                         ids=["plain", "window", "softcap", "alibi"])  # fmt: skip
+def test_kvcache_without_new_rows(kwargs):
+    batch, capacity = 4, 300
+    q, _, _ = make_inputs(batch, 3, 1, 8, 8, 64, torch.bfloat16, seed=8)
+    k_cache, v_cache, _ = make_cache(batch, capacity, 8, 64, torch.bfloat16)
+    lengths = torch.tensor([300, 1, 0, 129], dtype=torch.int32, device=DEVICE)
+    slopes = alibi_slopes_per_batch_and_head(batch, 8) if kwargs.pop("alibi", False) else None
+    window = kwargs.get("window_size", (-1, -1))
+    softcap = kwargs.get("softcap", 0.0)
+    expected, _, _, _ = kvcache_reference(q, k_cache, v_cache, cache_seqlens=lengths, window=window,
+                                          softcap=softcap, alibi_slopes=slopes)  # fmt: skip
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, alibi_slopes=slopes, **kwargs)
+    assert relative_l2(out, expected) < TOLERANCE[torch.bfloat16]
+    # Every cache full (no lengths), and an int length.
+    expected, _, _, _ = kvcache_reference(q, k_cache, v_cache)
+    assert relative_l2(flash_attn_with_kvcache(q, k_cache, v_cache), expected) < TOLERANCE[torch.bfloat16]
+    expected, _, _, _ = kvcache_reference(q, k_cache, v_cache, cache_seqlens=[77] * batch)
+    assert relative_l2(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=77), expected) < TOLERANCE[torch.bfloat16]
+
+
+def test_kvcache_batch_index_and_splits():
+    q, _, _ = make_inputs(2, 1, 1, 4, 1, 128, torch.float16, seed=9)
+    k_new, v_new, _ = make_inputs(2, 1, 1, 1, 1, 128, torch.float16, seed=10)
+    k_cache, v_cache, _ = make_cache(5, 4096, 1, 128, torch.float16)
+    index = torch.tensor([4, 2], dtype=torch.int32, device=DEVICE)
+    lengths = torch.tensor([4000, 7], dtype=torch.int32, device=DEVICE)
+    expected, _, expected_k, _ = kvcache_reference(q, k_cache, v_cache, k_new, v_new, cache_seqlens=lengths,
+                                                   cache_batch_idx=index)  # fmt: skip
+    for splits in (0, 1, 7):
+        k_copy, v_copy = k_cache.clone(), v_cache.clone()
+        out = flash_attn_with_kvcache(q, k_copy, v_copy, k_new, v_new, cache_seqlens=lengths,
+                                      cache_batch_idx=index, num_splits=splits)  # fmt: skip
+        assert relative_l2(out, expected) < TOLERANCE[torch.float16], f"num_splits={splits}"
+        torch.testing.assert_close(k_copy, expected_k, rtol=0, atol=0)
+
+
+def test_kvcache_replays_in_a_cuda_graph():
+    batch, capacity = 2, 256
+    q, _, _ = make_inputs(batch, 1, 1, 4, 2, 64, torch.float16, seed=11)
+    k_new, v_new, _ = make_inputs(batch, 1, 1, 2, 2, 64, torch.float16, seed=12)
+    k_cache, v_cache, table = make_cache(batch, capacity, 2, 64, torch.float16, page_size=16)
+    lengths = torch.tensor([5, 100], dtype=torch.int32, device=DEVICE)
+    cos, sin = rotary_tables(capacity, 64, torch.float16)
+    step = lambda: flash_attn_with_kvcache(  # noqa: E731
+        q, k_cache, v_cache, k_new, v_new, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lengths,
+        block_table=table, causal=True,
+    )  # fmt: skip
+    step()  # warm up outside the capture (the caching allocator's first blocks)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for advance in range(3):
+        lengths += 1
+        q.normal_()
+        k_new.normal_()
+        before_k, before_v = k_cache.clone(), v_cache.clone()
+        expected, _, expected_k, _ = kvcache_reference(q, before_k, before_v, k_new, v_new, cos, sin, lengths,
+                                                       None, table, causal=True)  # fmt: skip
+        graph.replay()
+        torch.cuda.synchronize()
+        assert relative_l2(out, expected) < TOLERANCE[torch.float16], f"replay {advance}"
+        torch.testing.assert_close(k_cache.float(), expected_k.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_kvcache_rejects_what_it_cannot_run():
+    q, _, _ = make_inputs(1, 1, 1, 2, 2, 64, torch.float16)
+    k_cache, v_cache, _ = make_cache(1, 64, 2, 64, torch.float16)
+    with pytest.raises(NotImplementedError, match="cache_leftpad is not supported yet"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_leftpad=torch.zeros(1, dtype=torch.int32, device=DEVICE))
+    with pytest.raises(ValueError, match="k and v need cache_seqlens"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, q[:, :, :2], q[:, :, :2])
+    with pytest.raises(ValueError, match="rotary_cos and rotary_sin apply to new keys"):
+        cos, sin = rotary_tables(64, 64, torch.float16)
+        flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=cos, rotary_sin=sin)
+    q100, _, _ = make_inputs(1, 1, 1, 2, 2, 100, torch.float16)
+    cache100, _, _ = make_cache(1, 64, 2, 100, torch.float16)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        flash_attn_with_kvcache(q100, cache100, cache100.clone())
+
+
+def test_kvcache_signature_is_flash_attention_2s():
+    parameters = list(inspect.signature(flash_attn_with_kvcache).parameters)
+    assert parameters == [
+        "q", "k_cache", "v_cache", "k", "v", "rotary_cos", "rotary_sin", "cache_seqlens", "cache_batch_idx",
+        "cache_leftpad", "block_table", "softmax_scale", "causal", "window_size", "softcap", "rotary_interleaved",
+        "alibi_slopes", "num_splits", "return_softmax_lse",
+    ]  # fmt: skip
+
+
+def test_kvcache_opcheck():
+    q, _, _ = make_inputs(2, 2, 1, 4, 2, 64, torch.bfloat16)
+    k_new, v_new, _ = make_inputs(2, 2, 1, 2, 2, 64, torch.bfloat16, seed=1)
+    k_cache, v_cache, table = make_cache(2, 64, 2, 64, torch.bfloat16, page_size=16)
+    lengths = torch.tensor([3, 40], dtype=torch.int32, device=DEVICE)
+    op = torch.ops.flashmma.kvcache_forward.default
+    args = (q, k_cache, v_cache, k_new, v_new, None, None, lengths, None, table, None, True, -1, -1, 0.0, True,
+            None, 0, True)  # fmt: skip
+    torch.library.opcheck(op, args)
 
 
 # --- packaging ------------------------------------------------------------------------------------

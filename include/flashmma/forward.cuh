@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -28,6 +29,7 @@
 #include "flashmma/kernel_image.hpp"
 #include "flashmma/attention/builtin_policies.hpp"
 #include "flashmma/attention/forward_args.hpp"
+#include "flashmma/attention/kv_append.cuh"
 #include "flashmma/attention/online_softmax.cuh"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/score_policy.hpp"
@@ -90,6 +92,8 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
   args.block_table_batch_stride = p.block_table_batch_stride;
   args.page_size = static_cast<int32_t>(p.page_size);
   args.num_pages = static_cast<int32_t>(p.num_pages);
+  args.kv_batch_index = p.kv_batch_index;
+  args.kv_batch_entries = p.kv_batch_entries;
   return args;
 }
 
@@ -98,7 +102,92 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
 // the device is queried once per call).
 template <class Config, class Policy>
 Status launch_forward(const ForwardParams& params, const Policy& policy, const DeviceInfo& device,
+                      cudaStream_t stream);
+
+// A KV append (params.k_new): the append kernel writes the new rows into the cache, the new
+// lengths and the rotated queries into the workspace (after the split partials), then the
+// attention runs with those as seqused_k and Q, on the same stream.
+template <class Config, class Policy>
+Status launch_append_then_forward(const ForwardParams& params, const Policy& policy,
+                                  const DeviceInfo& device, cudaStream_t stream) {
+  using Element = typename Config::element_type;
+  std::size_t split_bytes = 0;
+  if (Status s = split_workspace_bytes<Config>(params, device, split_bytes); !s) return s;
+  const AppendWorkspace layout = append_layout(params, split_bytes);
+  const std::size_t needed = layout.bytes;
+  if (params.workspace == nullptr || params.workspace_bytes < needed) {
+    std::ostringstream os;
+    os << "flashmma: k_new (a KV append) needs a workspace of " << needed
+       << " bytes for the new lengths" << (params.rotary_cos != nullptr ? ", the rotated queries" : "")
+       << " and any split partials (params.workspace, params.workspace_bytes; "
+          "forward_workspace_bytes() says how much); got "
+       << (params.workspace == nullptr ? std::string("none")
+                                       : std::to_string(params.workspace_bytes) + " bytes");
+    return Status::error(ErrorCode::kInvalidArgument, os.str());
+  }
+  auto* workspace = static_cast<unsigned char*>(params.workspace);
+  const bool rotary = params.rotary_cos != nullptr;
+
+  using Append = KVAppendKernel<Element>;
+  typename Append::Params append;
+  append.k_new = static_cast<const Element*>(params.k_new);
+  append.v_new = static_cast<const Element*>(params.v_new);
+  append.k_new_strides = params.k_new_strides;
+  append.v_new_strides = params.v_new_strides;
+  append.seqlen_new = params.seqlen_new;
+  // The cache is written: params.hpp asks for writable K and V with k_new.
+  append.k_cache = const_cast<Element*>(static_cast<const Element*>(params.k));
+  append.v_cache = const_cast<Element*>(static_cast<const Element*>(params.v));
+  append.k_cache_strides = params.k_strides;
+  append.v_cache_strides = params.v_strides;
+  append.capacity = params.seqlen_k;
+  append.cache_seqlens = params.cache_seqlens;
+  append.kv_batch_index = params.kv_batch_index;
+  append.kv_batch_entries = params.kv_batch_entries;
+  append.block_table = params.block_table;
+  append.block_table_batch_stride = params.block_table_batch_stride;
+  append.page_size = static_cast<int32_t>(params.page_size);
+  append.num_pages = static_cast<int32_t>(params.num_pages);
+  append.q = static_cast<const Element*>(params.q);
+  append.q_strides = params.q_strides;
+  append.q_rotated = rotary ? reinterpret_cast<Element*>(workspace + layout.queries_offset) : nullptr;
+  append.seqlen_q = params.seqlen_q;
+  append.heads_q = params.heads_q;
+  append.rotate_queries_per_row =
+      params.mask == MaskKind::kCausal || params.window_left >= 0 || params.window_right >= 0;
+  append.rotary_cos = static_cast<const Element*>(params.rotary_cos);
+  append.rotary_sin = static_cast<const Element*>(params.rotary_sin);
+  append.rotary_dim = static_cast<int>(params.rotary_dim);
+  append.rotary_interleaved = params.rotary_interleaved;
+  append.rotary_positions = params.rotary_positions;
+  append.lengths = reinterpret_cast<int32_t*>(workspace + layout.lengths_offset);
+  append.batch = params.batch;
+  append.heads_kv = params.heads_kv;
+  append.head_dim = static_cast<int>(params.head_dim);
+  if (Status s = launch_kernel<Append>(append, GridShape{Append::blocks(append), 1, 1}, stream); !s)
+    return s;
+
+  ForwardParams attention = params;
+  attention.k_new = attention.v_new = nullptr;
+  attention.k_new_strides = attention.v_new_strides = TensorStrides{};
+  attention.seqlen_new = 0;
+  attention.cache_seqlens = nullptr;
+  attention.rotary_cos = attention.rotary_sin = nullptr;
+  attention.rotary_dim = attention.rotary_positions = 0;
+  attention.seqused_k = append.lengths;
+  if (rotary) {
+    attention.q = append.q_rotated;
+    attention.q_strides = bshd_strides(params.seqlen_q, params.heads_q, params.head_dim);
+  }
+  return launch_forward<Config>(attention, policy, device, stream);
+}
+
+template <class Config, class Policy>
+Status launch_forward(const ForwardParams& params, const Policy& policy, const DeviceInfo& device,
                       cudaStream_t stream) {
+  if (appends_kv(params)) {
+    return launch_append_then_forward<Config>(params, policy, device, stream);
+  }
   using Kernel = ForwardKernelFor<Config, Policy>;
   using Scheduler = SchedulerFor<Policy>;
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;

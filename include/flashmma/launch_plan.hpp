@@ -11,6 +11,7 @@
 #include <string>
 
 #include "flashmma/attention/builtin_policies.hpp"
+#include "flashmma/attention/kv_append.hpp"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/split_kv.hpp"
 #include "flashmma/default_dispatch.hpp"
@@ -25,13 +26,6 @@
 
 namespace flashmma {
 namespace detail {
-
-// Whether a call runs on the split kernel even without a split: variable lengths and paged KV
-// caches run on it alone (sm80/forward_kernel.cuh says why).
-inline bool runs_on_split_kernel(const ForwardParams& p) {
-  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
-         p.block_table != nullptr;
-}
 
 // What the schedulers size their grids and groups from.
 template <class Config>
@@ -121,6 +115,12 @@ inline SplitWorkspace split_layout(const ForwardParams& p, int splits) {
   return split_workspace(splits, lse_rows(p), p.head_dim);
 }
 
+// The workspace of a KV append call (attention/kv_append.hpp), after `split_bytes` of partials.
+inline AppendWorkspace append_layout(const ForwardParams& p, std::size_t split_bytes) {
+  const int64_t rotated_query_elements = p.rotary_cos != nullptr ? p.q_elements() : 0;
+  return append_workspace(split_bytes, p.batch, rotated_query_elements, kElementBytes);
+}
+
 // Checks that the caller's workspace holds the partials of `splits` splits.
 inline Status check_workspace(const ForwardParams& p, int splits) {
   const SplitWorkspace layout = split_layout(p, splits);
@@ -134,10 +134,11 @@ inline Status check_workspace(const ForwardParams& p, int splits) {
   return Status::error(ErrorCode::kInvalidArgument, os.str());
 }
 
-// The workspace bytes of Config's plan for the call, planned as if a workspace were given.
+// The bytes of the split partials of Config's plan for the call, planned as if a workspace were
+// given (0 without a split).
 template <class Config>
-Status workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
-                       std::size_t& bytes) {
+Status split_workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
+                             std::size_t& bytes) {
   int splits = 1;
   if (Status s = plan_splits<Config>(params, device, scheduler_inputs<Config>(params, device),
                                      /*assume_workspace=*/true, splits);
@@ -147,10 +148,20 @@ Status workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
   return Status::success();
 }
 
+// The whole workspace of the call: the partials, then a KV append's lengths and queries.
+template <class Config>
+Status workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
+                       std::size_t& bytes) {
+  if (Status s = split_workspace_bytes<Config>(params, device, bytes); !s) return s;
+  if (appends_kv(params)) bytes = append_layout(params, bytes).bytes;
+  return Status::success();
+}
+
 }  // namespace detail
 
-// The workspace bytes forward<Config>(params) needs for its split-KV partials: 0 when the call
-// would not split (params.num_splits 1, or an automatic choice of 1). An automatic count
+// The workspace bytes forward<Config>(params) needs for its split-KV partials (0 when the call
+// would not split: params.num_splits 1, or an automatic choice of 1) and, for a KV append, the
+// new lengths and rotated queries. An automatic count
 // (num_splits 0) is planned as if a workspace were given, so that the caller can then give one.
 template <class Config>
 [[nodiscard]] Status forward_workspace_bytes(const ForwardParams& params, std::size_t& bytes) {
@@ -197,6 +208,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //    lengths without a split)
 //   "sm80::ForwardKernel<TileConfig<...>, CausalMask, SplitScheduler, KVPages> in 3 splits, then
 //    split_combine_kernel" (a paged KV cache)
+//   "kv_append_kernel, then sm80::ForwardKernel<...> in 1 split" (a KV append)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -237,6 +249,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                " in " + std::to_string(splits) + " splits, then split_combine_kernel";
       },
       [] { return std::string(); });
+  if (appends_kv(params)) description = std::string(kKVAppendKernelName) + ", then " + description;
   return Status::success();
 }
 

@@ -133,7 +133,45 @@ struct ForwardParams : ProblemShape {
   int64_t block_table_batch_stride = 0;  // entries per row of the table
   int64_t page_size = 0;                 // keys per page
   int64_t num_pages = 0;                 // pages in each pool
+
+  // The cache entry of each sequence: an int32 device [batch] array (FlashAttention's
+  // cache_batch_idx); sequence b reads K and V of batch entry kv_batch_index[b], one of the
+  // kv_batch_entries entries of K and V. nullptr: b. Contiguous K and V only (not with
+  // block_table or cu_seqlens_k). An index outside [0, kv_batch_entries) stops the kernel.
+  const int32_t* kv_batch_index = nullptr;
+  int64_t kv_batch_entries = 0;
+
+  // KV append (FlashAttention's flash_attn_with_kvcache): with k_new and v_new, the call first
+  // writes seqlen_new new keys and values of each sequence into the cache (K and V, which must
+  // then be writable; contiguous or paged) at rows [cache_seqlens[b], cache_seqlens[b] +
+  // seqlen_new), then attends over the cache's first cache_seqlens[b] + seqlen_new keys. The
+  // rows must fit: cache_seqlens[b] + seqlen_new <= seqlen_k, else the append stops with a trap.
+  // Needs a workspace (forward_workspace_bytes): the new lengths, and the rotated queries, live
+  // there. Dense queries only (no cu_seqlens_q), and seqused_k is replaced by cache_seqlens.
+  const void* k_new = nullptr;  // [batch, seqlen_new, heads_kv, head_dim] through k_new_strides
+  const void* v_new = nullptr;  // the same through v_new_strides
+  TensorStrides k_new_strides;
+  TensorStrides v_new_strides;
+  int64_t seqlen_new = 0;
+  const int32_t* cache_seqlens = nullptr;  // int32 device [batch]: rows before the call
+
+  // Rotary position embedding of the new keys and of the queries (with k_new): tables cos and
+  // sin, [rotary_positions, rotary_dim / 2] in the element type, contiguous. The first
+  // rotary_dim columns of a row form rotary_dim / 2 pairs, (2i, 2i + 1) when rotary_interleaved
+  // (GPT-J, FlashAttention's default) or (i, i + rotary_dim / 2) (GPT-NeoX); (x, y) becomes
+  // (x cos - y sin, x sin + y cos) at the row's position. New key j of sequence b is at
+  // position cache_seqlens[b] + j; query i at cache_seqlens[b] + i under a causal mask or a
+  // window, else at cache_seqlens[b]. Q itself is not written: the rotated queries go to the
+  // workspace. nullptr: no rotation.
+  const void* rotary_cos = nullptr;
+  const void* rotary_sin = nullptr;
+  int64_t rotary_dim = 0;        // even, at most head_dim
+  int64_t rotary_positions = 0;  // rows of the tables; every position used must be below it
+  bool rotary_interleaved = true;
 };
+
+// True when the call appends new keys and values to its cache first (k_new).
+inline bool appends_kv(const ForwardParams& p) { return p.k_new != nullptr; }
 
 // True when K and V are pages of a paged KV cache (block_table).
 inline bool paged_kv(const ForwardParams& p) { return p.block_table != nullptr; }

@@ -65,6 +65,7 @@ inline constexpr int64_t kMaxGridZ = 65535;  // batch goes in gridDim.z
 // 2^30 leaves room to add a tile or a window bound to any position without overflow.
 inline constexpr int64_t kMaxSeqlen = int64_t{1} << 30;
 inline constexpr std::size_t kCpAsyncAlignment = 16;  // bytes; cp.async.cg moves 16 at a time
+inline constexpr std::size_t kElementBytes = 2;       // fp16 and bf16
 
 namespace detail {
 
@@ -75,7 +76,16 @@ inline Status invalid(const std::string& message) {
 inline std::string tensor_shape(const char* name) {
   const std::string n = name;
   if (n == "q" || n == "o") return "[batch, seqlen_q, heads_q, head_dim]";
+  if (n == "k_new" || n == "v_new") return "[batch, seqlen_new, heads_kv, head_dim]";
   return "[batch, seqlen_k, heads_kv, head_dim]";
+}
+
+// Whether a call runs on the portable split kernel even without a split: variable lengths, a
+// cache's batch index, paged caches and KV appends (whose attention reads the new lengths as
+// seqused_k) run on it alone (sm80/forward_kernel.cuh says why).
+inline bool runs_on_split_kernel(const ForwardParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
+         p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr;
 }
 
 inline Status check_positive(const char* name, int64_t value) {
@@ -256,6 +266,94 @@ inline Status check_paged_kv(const ForwardParams& p) {
   return Status::success();
 }
 
+// A cache's batch index and a KV append (kv_batch_index, k_new, v_new, seqlen_new,
+// cache_seqlens, rotary_*).
+inline Status check_kv_append(const ForwardParams& p) {
+  if (p.kv_batch_index != nullptr) {
+    if (reinterpret_cast<std::uintptr_t>(p.kv_batch_index) % alignof(int32_t) != 0) {
+      return invalid("kv_batch_index must be 4-byte aligned (an int32 [batch] device array)");
+    }
+    if (p.block_table != nullptr || p.cu_seqlens_k != nullptr) {
+      return invalid("kv_batch_index must be null with block_table or cu_seqlens_k: it picks a "
+                     "batch entry of contiguous K and V");
+    }
+    if (p.kv_batch_entries < 1 || p.kv_batch_entries > kMaxGridZ * 1024) {
+      std::ostringstream os;
+      os << "kv_batch_entries must be the batch entries of K and V (>= 1) with kv_batch_index; "
+         << "got " << p.kv_batch_entries;
+      return invalid(os.str());
+    }
+  } else if (p.kv_batch_entries != 0) {
+    return invalid("kv_batch_entries is set but kv_batch_index is null");
+  }
+  const bool rotary = p.rotary_cos != nullptr || p.rotary_sin != nullptr;
+  if (p.k_new == nullptr) {
+    if (p.v_new != nullptr || p.cache_seqlens != nullptr || p.seqlen_new != 0 || rotary ||
+        p.rotary_dim != 0 || p.rotary_positions != 0) {
+      return invalid("v_new, seqlen_new, cache_seqlens or a rotary field is set but k_new is "
+                     "null: a KV append needs k_new, v_new, seqlen_new and cache_seqlens (the "
+                     "rotary tables are optional)");
+    }
+    return Status::success();
+  }
+  if (p.v_new == nullptr) return invalid("v_new is null: a KV append (k_new) needs new values too");
+  if (p.seqlen_new < 1 || p.seqlen_new > p.seqlen_k) {
+    std::ostringstream os;
+    os << "seqlen_new must be between 1 and seqlen_k = " << p.seqlen_k
+       << " (the new rows of each sequence) with k_new; got " << p.seqlen_new;
+    return invalid(os.str());
+  }
+  if (p.cache_seqlens == nullptr ||
+      reinterpret_cast<std::uintptr_t>(p.cache_seqlens) % alignof(int32_t) != 0) {
+    return invalid("cache_seqlens must be a 4-byte aligned int32 [batch] device array with "
+                   "k_new: the rows of each cache before the call, where the new ones go");
+  }
+  if (p.seqused_k != nullptr) {
+    return invalid("seqused_k must be null with k_new: the keys used are cache_seqlens + "
+                   "seqlen_new");
+  }
+  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) {
+    return invalid("cu_seqlens_q and cu_seqlens_k must be null with k_new: a KV append takes "
+                   "dense queries and a contiguous or paged cache");
+  }
+  if (Status s = check_tensor("k_new", p.k_new, p.k_new_strides, p.batch, p.seqlen_new,
+                              p.heads_kv);
+      !s)
+    return s;
+  if (Status s = check_tensor("v_new", p.v_new, p.v_new_strides, p.batch, p.seqlen_new,
+                              p.heads_kv);
+      !s)
+    return s;
+  if (!rotary) {
+    if (p.rotary_dim != 0 || p.rotary_positions != 0) {
+      return invalid("rotary_dim or rotary_positions is set but rotary_cos and rotary_sin are "
+                     "null");
+    }
+    return Status::success();
+  }
+  if (p.rotary_cos == nullptr || p.rotary_sin == nullptr) {
+    return invalid("rotary_cos and rotary_sin go together: give both tables or neither");
+  }
+  if (reinterpret_cast<std::uintptr_t>(p.rotary_cos) % kElementBytes != 0 ||
+      reinterpret_cast<std::uintptr_t>(p.rotary_sin) % kElementBytes != 0) {
+    return invalid("rotary_cos and rotary_sin must be 2-byte aligned (tables of the element "
+                   "type)");
+  }
+  if (p.rotary_dim < 2 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim) {
+    std::ostringstream os;
+    os << "rotary_dim must be even, between 2 and head_dim = " << p.head_dim << "; got "
+       << p.rotary_dim;
+    return invalid(os.str());
+  }
+  if (p.rotary_positions < 1) {
+    std::ostringstream os;
+    os << "rotary_positions must be the rows of rotary_cos and rotary_sin (>= 1); got "
+       << p.rotary_positions;
+    return invalid(os.str());
+  }
+  return Status::success();
+}
+
 // forward<Config, Policy> runs the caller's policy alone: built-in variant fields would be
 // silently ignored there, so they are refused.
 inline Status validate_no_builtin_variant(const ForwardParams& p) {
@@ -326,6 +424,7 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
     return detail::invalid(os.str());
   }
   if (Status s = detail::check_paged_kv(p); !s) return s;
+  if (Status s = detail::check_kv_append(p); !s) return s;
   if (Status s = detail::check_variable_lengths(p); !s) return s;
   // Packed tensors are one sequence of total rows as far as their strides go; pools of pages
   // are num_pages "sequences" of page_size rows.
@@ -382,11 +481,11 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
        << "; use a config with HeadDim >= " << p.head_dim;
     return detail::invalid(os.str());
   }
-  if (!kernel.variable_lengths &&
-      (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr)) {
+  if (!kernel.variable_lengths && p.block_table == nullptr && detail::runs_on_split_kernel(p)) {
     return detail::invalid(
-        "cu_seqlens_q, cu_seqlens_k and seqused_k are not available on the sm_90a kernel yet "
-        "(Sm90TileConfig): use a TileConfig, or forward(params), which runs them on one");
+        "cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_index and k_new (a KV append) are not "
+        "available on the sm_90a kernel yet (Sm90TileConfig): use a TileConfig, or "
+        "forward(params), which runs them on one");
   }
   if (!kernel.paged_kv && p.block_table != nullptr) {
     return detail::invalid(

@@ -15,6 +15,7 @@
 namespace {
 
 using Catch::Contains;
+using Catch::StartsWith;
 using flashmma::BuiltinPolicy;
 using flashmma::ForwardParams;
 using flashmma::MaskKind;
@@ -238,6 +239,16 @@ TEST_CASE("variable lengths and paged caches run on the portable split kernel", 
     CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") &&
                            Contains("CausalMask, SplitScheduler> in 1 split"));
     CHECK_THAT(kernel, !Contains("split_combine_kernel"));
+  }
+  SECTION("a KV append attends on the split kernel") {
+    ForwardParams p = described_call(128);
+    p.k_new = p.v_new = reinterpret_cast<const void*>(0x80000);
+    p.seqlen_new = 1;
+    p.k_new_strides = p.v_new_strides = flashmma::bshd_strides(1, 4, 128);
+    p.cache_seqlens = reinterpret_cast<const int32_t*>(0x75000);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("kv_append_kernel, then sm80::ForwardKernel<") &&
+                           Contains("SplitScheduler> in 1 split"));
   }
   SECTION("seqused_k alone") {
     ForwardParams p = described_call(64);

@@ -592,8 +592,8 @@ TEST_CASE("Variable-length batches are described completely", "[validate][varlen
     CHECK(kFp16HeadDim64.variable_lengths);
     CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
     CHECK_THAT(flashmma::validate_for_kernel(p, hopper).message(),
-               Contains("cu_seqlens_q, cu_seqlens_k and seqused_k are not available on the "
-                        "sm_90a kernel yet"));
+               Contains("cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_index and k_new (a KV "
+                        "append) are not available on the sm_90a kernel yet"));
     ForwardParams dense = valid_params();
     CHECK(flashmma::validate_for_kernel(dense, hopper).ok());
     dense.seqused_k = fake_int32(kSequsedKAddress);
@@ -645,5 +645,74 @@ TEST_CASE("A paged KV cache is described completely", "[validate][paged]") {
     CHECK_THAT(flashmma::validate_for_kernel(p, flashmma::kernel_requirements<Hopper>()).message(),
                Contains("block_table (a paged KV cache) is not available on the sm_90a kernel"));
     CHECK(flashmma::validate_for_kernel(p, kFp16HeadDim64).ok());
+  }
+}
+
+TEST_CASE("A KV append is described completely", "[validate][kvcache]") {
+  ForwardParams p = valid_params();  // K and V: the cache, 130 rows per entry
+  p.k_new = fake_pointer(0x80000);
+  p.v_new = fake_pointer(0x90000);
+  p.seqlen_new = 3;
+  p.k_new_strides = p.v_new_strides = flashmma::bshd_strides(3, p.heads_kv, p.head_dim);
+  p.cache_seqlens = fake_int32(0x75000);
+  REQUIRE(flashmma::validate_params(p).ok());
+  SECTION("rotary tables") {
+    p.rotary_cos = fake_pointer(0xA0000);
+    p.rotary_sin = fake_pointer(0xB0000);
+    p.rotary_dim = 64;
+    p.rotary_positions = 130;
+    CHECK(flashmma::validate_params(p).ok());
+    p.rotary_dim = 66;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("rotary_dim must be even, between 2 and head_dim = 64; got 66"));
+    p.rotary_dim = 32;
+    p.rotary_sin = nullptr;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("rotary_cos and rotary_sin go together"));
+    p.rotary_sin = fake_pointer(0xB0000);
+    p.rotary_positions = 0;
+    CHECK_THAT(flashmma::validate_params(p).message(), Contains("rotary_positions must be"));
+  }
+  SECTION("the append's own fields") {
+    ForwardParams q = p;
+    q.v_new = nullptr;
+    CHECK_THAT(flashmma::validate_params(q).message(), Contains("v_new is null"));
+    q = p;
+    q.seqlen_new = 131;
+    CHECK_THAT(flashmma::validate_params(q).message(),
+               Contains("seqlen_new must be between 1 and seqlen_k = 130"));
+    q = p;
+    q.cache_seqlens = nullptr;
+    CHECK_THAT(flashmma::validate_params(q).message(), Contains("cache_seqlens must be"));
+    q = p;
+    q.seqused_k = fake_int32(0x76000);
+    CHECK_THAT(flashmma::validate_params(q).message(), Contains("seqused_k must be null with k_new"));
+    q = p;
+    q.k_new_strides.row = 4;
+    CHECK_THAT(flashmma::validate_params(q).message(),
+               Contains("k_new_strides.row must be a multiple of 8 elements"));
+  }
+  SECTION("append fields without k_new") {
+    p.k_new = nullptr;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("v_new, seqlen_new, cache_seqlens or a rotary field is set but k_new is "
+                        "null"));
+  }
+  SECTION("kv_batch_index picks contiguous entries only") {
+    ForwardParams q = valid_params();
+    q.kv_batch_index = fake_int32(0x77000);
+    CHECK_THAT(flashmma::validate_params(q).message(),
+               Contains("kv_batch_entries must be the batch entries of K and V"));
+    q.kv_batch_entries = 4;
+    CHECK(flashmma::validate_params(q).ok());
+    CHECK_FALSE(flashmma::validate_for_kernel(
+                    q, flashmma::kernel_requirements<flashmma::Sm90DefaultConfig<__half, 64>::type>())
+                    .ok());
+    q.block_table = fake_int32(0x74000);
+    q.page_size = 16;
+    q.num_pages = 100;
+    q.block_table_batch_stride = 9;
+    CHECK_THAT(flashmma::validate_params(q).message(),
+               Contains("kv_batch_index must be null with block_table or cu_seqlens_k"));
   }
 }

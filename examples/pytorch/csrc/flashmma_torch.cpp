@@ -28,6 +28,15 @@
 //   None, or int32 (batch,), the keys each sequence uses. d, the window and ALiBi are per
 //   sequence. out: (total_q, heads_q, head_dim); lse: (heads_q, total_q).
 //
+//   out, lse = torch.ops.flashmma.kvcache_forward(q, k_cache, v_cache, k, v, rotary_cos,
+//                                                 rotary_sin, cache_seqlens, cache_batch_idx,
+//                                                 block_table, softmax_scale, causal,
+//                                                 window_left, window_right, softcap,
+//                                                 rotary_interleaved, alibi_slopes, num_splits,
+//                                                 return_lse)
+//   flash_attn_with_kvcache: attention of q over a KV cache, contiguous or paged, after writing
+//   the new rows k and v (if given) into it in place (k_cache and v_cache are mutated).
+//
 // The operators' fake (meta) implementations and autograd registrations are in Python
 // (flashmma_torch/_ops.py); the fake ones must give `out` and `lse` the same sizes and strides
 // as these, including the padded row stride of `out` (operands.hpp). Errors raise Python
@@ -218,6 +227,163 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
   return {out.narrow(2, 0, head_dim), lse};
 }
 
+// FlashAttention-2's flash_attn_with_kvcache: q (batch, seqlen_q, heads_q, d) over a cache
+// k_cache, v_cache (batch_cache, seqlen_cache, heads_kv, d), or pages (num_pages, page_size,
+// heads_kv, d) through block_table (batch, pages per sequence); with k and v (batch, seqlen_new,
+// heads_kv, d) the new rows are written into the cache in place at cache_seqlens first, rotated
+// by rotary_cos / rotary_sin when given. out (batch, seqlen_q, heads_q, d), lse (batch, heads_q,
+// seqlen_q).
+std::tuple<at::Tensor, at::Tensor> kvcache_forward(
+    const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+    const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+    const std::optional<at::Tensor>& rotary_cos, const std::optional<at::Tensor>& rotary_sin,
+    const std::optional<at::Tensor>& cache_seqlens,
+    const std::optional<at::Tensor>& cache_batch_idx,
+    const std::optional<at::Tensor>& block_table, std::optional<double> softmax_scale,
+    bool causal, int64_t window_left, int64_t window_right, double softcap,
+    bool rotary_interleaved, const std::optional<at::Tensor>& alibi_slopes, int64_t num_splits,
+    bool return_lse) {
+  const bool paged = block_table.has_value();
+  check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
+  const char* cache_layout = paged ? "(num_pages, page_size, heads_kv, head_dim)"
+                                   : "(batch_cache, seqlen_cache, heads_kv, head_dim)";
+  check_operand(k_cache, "k_cache", cache_layout);
+  check_operand(v_cache, "v_cache", cache_layout);
+  check_same_kind(q, k_cache, v_cache);
+  const int64_t batch = q.size(0);
+  const int64_t seqlen_q = q.size(1);
+  const int64_t heads_q = q.size(2);
+  const int64_t head_dim = q.size(3);
+  const int64_t heads_kv = k_cache.size(2);
+  TORCH_CHECK_VALUE(k_cache.size(3) == head_dim,
+                    "flashmma_torch: q and k_cache must have the same head dim (got ", head_dim,
+                    " and ", k_cache.size(3), ")");
+  check_heads(heads_q, heads_kv, head_dim);
+  // The cache is read and written where it is: it cannot be padded or copied.
+  TORCH_CHECK_VALUE(head_dim % kHeadDimMultiple == 0,
+                    "flashmma_torch: flash_attn_with_kvcache needs a head dim that is a multiple "
+                    "of 8 (got ", head_dim, "): the cache is used in place and cannot be padded");
+  TORCH_CHECK_VALUE(meets_alignment(k_cache) && meets_alignment(v_cache),
+                    "flashmma_torch: k_cache and v_cache must be 16-byte aligned, with strides "
+                    "that are multiples of 8 elements (the cache is used in place and cannot be "
+                    "copied)");
+  TORCH_CHECK_VALUE(k.has_value() == v.has_value(),
+                    "flashmma_torch: k and v go together: give both new rows or neither");
+  TORCH_CHECK_VALUE(rotary_cos.has_value() == rotary_sin.has_value(),
+                    "flashmma_torch: rotary_cos and rotary_sin go together");
+  TORCH_CHECK_VALUE(!rotary_cos.has_value() || k.has_value(),
+                    "flashmma_torch: rotary_cos and rotary_sin apply to new keys: give k and v");
+  TORCH_CHECK_VALUE(!k.has_value() || cache_seqlens.has_value(),
+                    "flashmma_torch: k and v need cache_seqlens (where the new rows go)");
+  TORCH_CHECK_VALUE(num_splits >= 0, "flashmma_torch: num_splits must be >= 0 (got ", num_splits,
+                    ")");
+  if (cache_seqlens.has_value()) check_lengths_array(*cache_seqlens, "cache_seqlens", batch, q);
+  if (cache_batch_idx.has_value()) {
+    TORCH_CHECK_VALUE(!paged, "flashmma_torch: cache_batch_idx cannot be used with block_table");
+    check_lengths_array(*cache_batch_idx, "cache_batch_idx", batch, q);
+  }
+  int64_t pages_per_sequence = 0;
+  if (paged) {
+    const at::Tensor& table = *block_table;
+    TORCH_CHECK_VALUE(table.dim() == 2 && table.size(0) == batch,
+                      "flashmma_torch: block_table must have shape (batch, pages per sequence) = (",
+                      batch, ", ...) (got ", table.sizes(), ")");
+    TORCH_CHECK_VALUE(table.is_cuda() && table.device() == q.device(),
+                      "flashmma_torch: block_table must be a CUDA tensor on q's device");
+    TORCH_CHECK_TYPE(table.scalar_type() == at::kInt,
+                     "flashmma_torch: block_table must be torch.int32 (got ", table.scalar_type(),
+                     ")");
+    TORCH_CHECK_VALUE(table.stride(1) == 1, "flashmma_torch: block_table's rows must be contiguous");
+    pages_per_sequence = table.size(1);
+  }
+  check_scale_and_softcap(softmax_scale, softcap);
+  const AlibiSlopes alibi = alibi_slopes.has_value()
+                                ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
+                                : AlibiSlopes{};
+
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  at::Tensor out = at::empty({batch, seqlen_q, heads_q, head_dim}, q.options());
+  at::Tensor lse = return_lse ? at::empty({batch, heads_q, seqlen_q}, q.options().dtype(at::kFloat))
+                              : at::empty({0}, q.options().dtype(at::kFloat));
+  const int64_t seqlen_k = paged ? pages_per_sequence * k_cache.size(1) : k_cache.size(1);
+  if (batch == 0 || seqlen_q == 0 || heads_q == 0) return {out, lse};
+
+  const at::Tensor q_ready = prepare_operand(q, head_dim);
+  at::Tensor k_ready, v_ready;
+  flashmma::ForwardParams params;
+  params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
+                                              : flashmma::ScalarType::kBFloat16;
+  params.q = q_ready.data_ptr();
+  params.k = k_cache.data_ptr();
+  params.v = v_cache.data_ptr();
+  params.o = out.data_ptr();
+  params.lse = return_lse ? lse.data_ptr<float>() : nullptr;
+  params.batch = batch;
+  params.seqlen_q = seqlen_q;
+  params.seqlen_k = seqlen_k;
+  params.heads_q = heads_q;
+  params.heads_kv = heads_kv;
+  params.head_dim = head_dim;
+  params.q_strides = strides_of(q_ready);
+  params.k_strides = strides_of(k_cache);
+  params.v_strides = strides_of(v_cache);
+  params.o_strides = strides_of(out);
+  params.softmax_scale =
+      static_cast<float>(softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim))));
+  params.num_splits = static_cast<int>(num_splits);
+  if (paged) {
+    params.block_table = block_table->data_ptr<int32_t>();
+    params.block_table_batch_stride = block_table->stride(0);
+    params.page_size = k_cache.size(1);
+    params.num_pages = k_cache.size(0);
+  }
+  if (cache_batch_idx.has_value()) {
+    params.kv_batch_index = cache_batch_idx->data_ptr<int32_t>();
+    params.kv_batch_entries = k_cache.size(0);
+  }
+  if (k.has_value()) {
+    check_operand(*k, "k", "(batch, seqlen_new, heads_kv, head_dim)");
+    check_operand(*v, "v", "(batch, seqlen_new, heads_kv, head_dim)");
+    check_same_kind(q, *k, *v);
+    TORCH_CHECK_VALUE(k->size(0) == batch && k->size(2) == heads_kv && k->size(3) == head_dim,
+                      "flashmma_torch: k must have shape (batch, seqlen_new, heads_kv, head_dim) = (",
+                      batch, ", seqlen_new, ", heads_kv, ", ", head_dim, ") (got ", k->sizes(), ")");
+    k_ready = prepare_operand(*k, head_dim);
+    v_ready = prepare_operand(*v, head_dim);
+    params.k_new = k_ready.data_ptr();
+    params.v_new = v_ready.data_ptr();
+    params.k_new_strides = strides_of(k_ready);
+    params.v_new_strides = strides_of(v_ready);
+    params.seqlen_new = k->size(1);
+    params.cache_seqlens = cache_seqlens->data_ptr<int32_t>();
+  } else if (cache_seqlens.has_value()) {
+    params.seqused_k = cache_seqlens->data_ptr<int32_t>();
+  }
+  at::Tensor cos_ready, sin_ready;
+  if (rotary_cos.has_value()) {
+    for (const at::Tensor* table : {&*rotary_cos, &*rotary_sin}) {
+      TORCH_CHECK_VALUE(table->dim() == 2 && table->is_cuda() && table->device() == q.device(),
+                        "flashmma_torch: rotary_cos and rotary_sin must be 2-D CUDA tensors "
+                        "(seqlen_ro, rotary_dim / 2) on q's device");
+      TORCH_CHECK_TYPE(table->scalar_type() == q.scalar_type(),
+                       "flashmma_torch: rotary_cos and rotary_sin must have q's dtype (",
+                       q.scalar_type(), "; got ", table->scalar_type(), ")");
+    }
+    TORCH_CHECK_VALUE(rotary_cos->sizes() == rotary_sin->sizes(),
+                      "flashmma_torch: rotary_cos and rotary_sin must have the same shape");
+    cos_ready = rotary_cos->contiguous();
+    sin_ready = rotary_sin->contiguous();
+    params.rotary_cos = cos_ready.data_ptr();
+    params.rotary_sin = sin_ready.data_ptr();
+    params.rotary_dim = 2 * cos_ready.size(1);
+    params.rotary_positions = cos_ready.size(0);
+    params.rotary_interleaved = rotary_interleaved;
+  }
+  set_variant(params, causal, window_left, window_right, softcap, alibi);
+  run_forward(params, q.options());
+  return {out, lse};
+}
+
 }  // namespace
 }  // namespace flashmma_torch
 
@@ -231,21 +397,29 @@ TORCH_LIBRARY(flashmma, m) {
       " Tensor? seqused_k, int max_seqlen_q, int max_seqlen_k, float? softmax_scale, bool causal,"
       " int window_left, int window_right, float softcap, Tensor? alibi_slopes, bool return_lse)"
       " -> (Tensor out, Tensor lse)");
+  m.def(
+      "kvcache_forward(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v,"
+      " Tensor? rotary_cos, Tensor? rotary_sin, Tensor? cache_seqlens, Tensor? cache_batch_idx,"
+      " Tensor? block_table, float? softmax_scale, bool causal, int window_left,"
+      " int window_right, float softcap, bool rotary_interleaved, Tensor? alibi_slopes,"
+      " int num_splits, bool return_lse) -> (Tensor out, Tensor lse)");
 }
 
 // CPU tensors reach the same checks, which refuse them with a message naming the argument.
 TORCH_LIBRARY_IMPL(flashmma, CUDA, m) {
   m.impl("forward", &flashmma_torch::forward);
   m.impl("varlen_forward", &flashmma_torch::varlen_forward);
+  m.impl("kvcache_forward", &flashmma_torch::kvcache_forward);
 }
 TORCH_LIBRARY_IMPL(flashmma, CPU, m) {
   m.impl("forward", &flashmma_torch::forward);
   m.impl("varlen_forward", &flashmma_torch::varlen_forward);
+  m.impl("kvcache_forward", &flashmma_torch::kvcache_forward);
 }
 
 // Importing the module (flashmma_torch._C) is what loads the library and registers the operator.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "flashmma's forward attention, registered as torch.ops.flashmma.forward and "
-            "torch.ops.flashmma.varlen_forward (use flashmma_torch.flash_attn_func and "
-            "flash_attn_varlen_func)";
+  m.doc() = "flashmma's forward attention, registered as torch.ops.flashmma.forward, "
+            "varlen_forward and kvcache_forward (use flashmma_torch.flash_attn_func, "
+            "flash_attn_varlen_func and flash_attn_with_kvcache)";
 }

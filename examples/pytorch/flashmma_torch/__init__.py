@@ -5,11 +5,13 @@
     out, lse = flash_attn_func(q, k, v, return_lse=True)   # lse: (batch, heads_q, seqlen_q) fp32
     out = flash_attn_func(q, k, v, window_size=(256, 0), softcap=30.0, alibi_slopes=slopes)
     out = flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=lengths)
 
-flash_attn_func and flash_attn_varlen_func have FlashAttention-2's signatures and semantics (causal,
-sliding windows, softcap, ALiBi; packed sequences of variable lengths) and call the operators
-torch.ops.flashmma.forward and torch.ops.flashmma.varlen_forward, which torch.compile(fullgraph=True)
-and torch.export trace. Importing the package loads the compiled extension; from a source checkout
+flash_attn_func, flash_attn_varlen_func and flash_attn_with_kvcache have FlashAttention-2's
+signatures and semantics (causal, sliding windows, softcap, ALiBi; packed sequences of variable
+lengths; a KV cache, contiguous or paged, appended to in place with rotary embedding) and call the
+operators torch.ops.flashmma.forward, varlen_forward and kvcache_forward, which
+torch.compile(fullgraph=True) and torch.export trace. Importing the package loads the compiled extension; from a source checkout
 without a prior `pip install`, the first import compiles it (a few minutes) and later imports
 reuse that build.
 
@@ -31,7 +33,7 @@ _C = load_extension()
 
 from . import _ops  # noqa: E402  (registers the operator's fake and autograd implementations)
 
-__all__ = ["flash_attn_func", "flash_attn_varlen_func"]
+__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache"]
 
 
 def _unsupported(argument: str, why: str) -> NotImplementedError:
@@ -222,3 +224,89 @@ def flash_attn_varlen_func(
         bool(return_lse),
     )
     return (out, lse) if return_lse else out
+
+
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens=None,
+    cache_batch_idx=None,
+    cache_leftpad=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    return_softmax_lse=False,
+):
+    """Attention of q over a KV cache, after appending new keys and values to it in place, with
+    FlashAttention-2's signature (decoding and chunked prefill for serving engines).
+
+    Args:
+        q: (batch, seqlen_q, heads_q, head_dim), torch.float16 or torch.bfloat16; head_dim a
+            multiple of 8 (the cache is used in place and cannot be padded).
+        k_cache, v_cache: (batch_cache, seqlen_cache, heads_kv, head_dim), or with block_table a
+            pool of pages (num_pages, page_size, heads_kv, head_dim), any page size; q's dtype,
+            16-byte aligned. Written in place when k and v are given.
+        k, v: None, or (batch, seqlen_new, heads_kv, head_dim): new keys and values, written into
+            the cache at rows [cache_seqlens[b], cache_seqlens[b] + seqlen_new).
+        rotary_cos, rotary_sin: None, or (seqlen_ro, rotary_dim / 2) in q's dtype (with k and v):
+            rotary embedding of the new keys at their positions and of q (query i at
+            cache_seqlens[b] + i when causal or windowed, else at cache_seqlens[b]).
+        cache_seqlens: None (every cache full), an int, or torch.int32 (batch,): the cache rows
+            before the call. Attention covers cache_seqlens + seqlen_new keys.
+        cache_batch_idx: None, or torch.int32 (batch,): the cache entry of each sequence
+            (contiguous caches only).
+        cache_leftpad: must be None.
+        block_table: None, or torch.int32 (batch, pages per sequence): the pages of each
+            sequence in order.
+        softmax_scale, causal, window_size, softcap, alibi_slopes: as in flash_attn_func, aligned
+            to the bottom-right corner of each sequence's keys.
+        rotary_interleaved: pairs (2i, 2i + 1) (GPT-J) if True, else (i, i + rotary_dim / 2)
+            (GPT-NeoX).
+        num_splits: 0 chooses the split-KV count automatically; 1 never splits; n splits n ways.
+        return_softmax_lse: also return the log-sum-exp, (batch, heads_q, seqlen_q) float32.
+
+    Returns:
+        out (batch, seqlen_q, heads_q, head_dim); with return_softmax_lse=True, (out, lse).
+
+    Everything that changes per step (lengths, table, new rows) is read on the GPU, so a call
+    can be captured in a CUDA graph and replayed.
+    """
+    if cache_leftpad is not None:
+        raise _unsupported("cache_leftpad", "flashmma_torch's caches start at row 0; pass None")
+    scale, window_left, window_right, softcap = _common_arguments(
+        0.0, softmax_scale, window_size, softcap, alibi_slopes, False
+    )
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
+    out, lse = torch.ops.flashmma.kvcache_forward(
+        q,
+        k_cache,
+        v_cache,
+        k,
+        v,
+        rotary_cos,
+        rotary_sin,
+        cache_seqlens,
+        cache_batch_idx,
+        block_table,
+        scale,
+        bool(causal),
+        window_left,
+        window_right,
+        softcap,
+        bool(rotary_interleaved),
+        alibi_slopes,
+        operator.index(num_splits),
+        bool(return_softmax_lse),
+    )
+    return (out, lse) if return_softmax_lse else out

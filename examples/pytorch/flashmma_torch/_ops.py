@@ -1,4 +1,4 @@
-"""The Python side of the operators torch.ops.flashmma.forward and torch.ops.flashmma.varlen_forward
+"""The Python side of the operators torch.ops.flashmma.forward, varlen_forward and kvcache_forward
 (defined and run on CUDA by the compiled extension, csrc/flashmma_torch.cpp):
 
 - their fake implementations, which give torch.compile and torch.export the outputs' shapes,
@@ -15,6 +15,7 @@ import torch
 
 OPERATOR = "flashmma::forward"
 VARLEN_OPERATOR = "flashmma::varlen_forward"
+KVCACHE_OPERATOR = "flashmma::kvcache_forward"
 
 # flashmma takes head dims in multiples of 8: the extension pads the head dim and returns a view
 # of the padded output, so `out` has a row stride of the padded head dim (see the C++ binding).
@@ -27,7 +28,7 @@ def _padded(head_dim):
 
 BACKWARD_MISSING = (
     "flashmma_torch: the backward pass is not implemented yet, and flash_attn_func (or "
-    "flash_attn_varlen_func) was called "
+    "flash_attn_varlen_func, flash_attn_with_kvcache) was called "
     "with q, k or v requiring grad while grad mode is enabled. Call it without grad: under "
     "`with torch.no_grad():` (or torch.inference_mode()), or on q.detach(), k.detach(), v.detach()."
 )
@@ -69,6 +70,20 @@ def _varlen_forward_fake(
     return out, lse
 
 
+@torch.library.register_fake(KVCACHE_OPERATOR)
+def _kvcache_forward_fake(
+    q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, block_table,
+    softmax_scale, causal, window_left, window_right, softcap, rotary_interleaved, alibi_slopes,
+    num_splits, return_lse,
+):
+    # The cache is written in place (the schema says so); the outputs are new tensors.
+    torch._check(q.dim() == 4, lambda: f"flashmma_torch: q must have 4 dimensions (got {q.dim()})")
+    batch, seqlen_q, heads_q, head_dim = q.shape
+    out = q.new_empty((batch, seqlen_q, heads_q, head_dim))
+    lse_shape = (batch, heads_q, seqlen_q) if return_lse else (0,)
+    return out, q.new_empty(lse_shape, dtype=torch.float32)
+
+
 def _setup_context(ctx, inputs, output):
     # Runs in the forward call, only when grad mode is on and q, k or v requires grad.
     raise NotImplementedError(BACKWARD_MISSING)
@@ -80,3 +95,4 @@ def _backward(ctx, grad_out, grad_lse):
 
 torch.library.register_autograd(OPERATOR, _backward, setup_context=_setup_context)
 torch.library.register_autograd(VARLEN_OPERATOR, _backward, setup_context=_setup_context)
+torch.library.register_autograd(KVCACHE_OPERATOR, _backward, setup_context=_setup_context)

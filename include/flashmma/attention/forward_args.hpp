@@ -39,6 +39,8 @@ struct ForwardArgs {
   int64_t block_table_batch_stride;
   int32_t page_size;
   int32_t num_pages;
+  const int32_t* kv_batch_index;  // nullptr: sequence b reads K/V batch entry b
+  int64_t kv_batch_entries;       // K/V batch entries (kv_batch_index's range)
 };
 
 }  // namespace flashmma

@@ -2,7 +2,7 @@
 // The facts of one work tile's sequence: which batch entry and heads it is, the lengths, and the
 // base pointers of its rows. Built once per work tile; the only code that reads the lengths and
 // strides of ForwardArgs: dense batches, and packed ones of variable lengths (cu_seqlens_q,
-// cu_seqlens_k, seqused_k) alike.
+// cu_seqlens_k, seqused_k, kv_batch_index) alike.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,9 @@
 
 namespace flashmma {
 
-// A sequence whose lengths the call's params did not allow for: stops the kernel (the launch's
-// stream then reports an error), since going on would read past K and V or leave O unwritten.
+// A sequence whose lengths (or cache entry) the call's params did not allow for: stops the
+// kernel (the launch's stream then reports an error), since going on would read past K and V or
+// leave O unwritten.
 FLASHMMA_HOST_DEVICE void report_bad_sequence_lengths() {
 #if defined(__CUDA_ARCH__)
   __trap();
@@ -86,11 +87,19 @@ struct SequenceInfo {
       seqlen_k = used_k;
     }
     lengths = sequence_lengths(seqlen_q, seqlen_k);
+    // The K/V batch entry: a cache's own entry of the sequence (kv_batch_index), or its own.
+    int64_t kv_batch = batch;
+    if constexpr (kVariableLengths) {
+      if (args.kv_batch_index != nullptr) {
+        kv_batch = args.kv_batch_index[batch];
+        if (kv_batch < 0 || kv_batch >= args.kv_batch_entries) report_bad_sequence_lengths();
+      }
+    }
     q = args.q + batch * args.q_strides.batch + first_query * args.q_strides.row +
         head * args.q_strides.head;
-    k = args.k + batch * args.k_strides.batch + first_key * args.k_strides.row +
+    k = args.k + kv_batch * args.k_strides.batch + first_key * args.k_strides.row +
         kv_head * args.k_strides.head;
-    v = args.v + batch * args.v_strides.batch + first_key * args.v_strides.row +
+    v = args.v + kv_batch * args.v_strides.batch + first_key * args.v_strides.row +
         kv_head * args.v_strides.head;
     o = args.o + batch * args.o_strides.batch + first_query * args.o_strides.row +
         head * args.o_strides.head;

@@ -89,12 +89,19 @@ class KVStream {
     copy.issue(stages + offset(tile), rows, row, keys_left_ - row);
   }
 
-  // A paged cache: each key's row found through the block table. Keys are below 2^30.
+  // A paged cache: each key's row found through the block table. Keys are below 2^30. Tiles
+  // start at multiples of BlockN, so with pages of a multiple of BlockN keys a tile lies in one
+  // page: one table entry, then the rows are evenly spaced as in a contiguous cache.
   FLASHMMA_DEVICE void issue_paged(const TileCopy<Config, Config::kBlockN>& copy,
                                    Element* stages, const Element* head, int tile,
                                    int64_t page_stride, int64_t row_stride) const {
     const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
     const int32_t first = static_cast<int32_t>(first_key_ + row);
+    if (pages_.page_size % Config::kBlockN == 0) {
+      copy.issue(stages + offset(tile), head + pages_.row_offset(first, page_stride, row_stride),
+                 0, keys_left_ - row);
+      return;
+    }
     copy.issue_gathered(
         stages + offset(tile), head,
         [&](int r) { return pages_.row_offset(first + r, page_stride, row_stride); },
