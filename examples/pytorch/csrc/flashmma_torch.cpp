@@ -110,23 +110,13 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   const at::Tensor v_ready = prepare_operand(v, padded_dim);
 
   flashmma::ForwardParams params;
-  params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
-                                              : flashmma::ScalarType::kBFloat16;
-  params.q = q_ready.data_ptr();
-  params.k = k_ready.data_ptr();
-  params.v = v_ready.data_ptr();
-  params.o = out.data_ptr();
-  params.lse = return_lse ? lse.data_ptr<float>() : nullptr;
+  set_tensors(params, q_ready, k_ready, v_ready, out, return_lse ? &lse : nullptr);
   params.batch = batch;
   params.seqlen_q = seqlen_q;
   params.seqlen_k = seqlen_k;
   params.heads_q = heads_q;
   params.heads_kv = heads_kv;
   params.head_dim = padded_dim;
-  params.q_strides = strides_of(q_ready);
-  params.k_strides = strides_of(k_ready);
-  params.v_strides = strides_of(v_ready);
-  params.o_strides = strides_of(out);
   params.softmax_scale = static_cast<float>(scale);
   set_variant(params, causal, window_left, window_right, softcap, alibi);
   run_forward(params, q.options());
@@ -200,13 +190,7 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
   const at::Tensor k_ready = prepare_operand(k, padded_dim);
   const at::Tensor v_ready = prepare_operand(v, padded_dim);
   flashmma::ForwardParams params;
-  params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
-                                              : flashmma::ScalarType::kBFloat16;
-  params.q = q_ready.data_ptr();
-  params.k = k_ready.data_ptr();
-  params.v = v_ready.data_ptr();
-  params.o = out.data_ptr();
-  params.lse = return_lse ? lse.data_ptr<float>() : nullptr;
+  set_tensors(params, q_ready, k_ready, v_ready, out, return_lse ? &lse : nullptr);
   params.batch = batch;
   params.seqlen_q = max_seqlen_q;
   params.seqlen_k = max_seqlen_k;
@@ -214,10 +198,6 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
   params.heads_q = heads_q;
   params.heads_kv = heads_kv;
   params.head_dim = padded_dim;
-  params.q_strides = strides_of(q_ready);
-  params.k_strides = strides_of(k_ready);
-  params.v_strides = strides_of(v_ready);
-  params.o_strides = strides_of(out);
   params.cu_seqlens_q = cu_seqlens_q.data_ptr<int32_t>();
   params.cu_seqlens_k = cu_seqlens_k.data_ptr<int32_t>();
   if (seqused_k.has_value()) params.seqused_k = seqused_k->data_ptr<int32_t>();
@@ -311,23 +291,13 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(
   const at::Tensor q_ready = prepare_operand(q, head_dim);
   at::Tensor k_ready, v_ready;
   flashmma::ForwardParams params;
-  params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
-                                              : flashmma::ScalarType::kBFloat16;
-  params.q = q_ready.data_ptr();
-  params.k = k_cache.data_ptr();
-  params.v = v_cache.data_ptr();
-  params.o = out.data_ptr();
-  params.lse = return_lse ? lse.data_ptr<float>() : nullptr;
+  set_tensors(params, q_ready, k_cache, v_cache, out, return_lse ? &lse : nullptr);
   params.batch = batch;
   params.seqlen_q = seqlen_q;
   params.seqlen_k = seqlen_k;
   params.heads_q = heads_q;
   params.heads_kv = heads_kv;
   params.head_dim = head_dim;
-  params.q_strides = strides_of(q_ready);
-  params.k_strides = strides_of(k_cache);
-  params.v_strides = strides_of(v_cache);
-  params.o_strides = strides_of(out);
   params.softmax_scale =
       static_cast<float>(softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim))));
   params.num_splits = static_cast<int>(num_splits);

@@ -187,6 +187,23 @@ inline void raise_on_error(const flashmma::Status& status) {
   TORCH_CHECK(false, status.message());
 }
 
+// The tensors of a call into params: dtype, pointers and strides of q, k, v and out (prepared:
+// aligned, head dim padded), and the LSE's pointer when it is returned (nullptr: not written).
+inline void set_tensors(flashmma::ForwardParams& params, const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, const at::Tensor& out, const at::Tensor* lse) {
+  params.dtype = q.scalar_type() == at::kHalf ? flashmma::ScalarType::kFloat16
+                                              : flashmma::ScalarType::kBFloat16;
+  params.q = q.data_ptr();
+  params.k = k.data_ptr();
+  params.v = v.data_ptr();
+  params.o = out.data_ptr();
+  params.lse = lse != nullptr ? lse->data_ptr<float>() : nullptr;
+  params.q_strides = strides_of(q);
+  params.k_strides = strides_of(k);
+  params.v_strides = strides_of(v);
+  params.o_strides = strides_of(out);
+}
+
 // FlashAttention-2's variant arguments into params (after the sizes are set).
 inline void set_variant(flashmma::ForwardParams& params, bool causal, int64_t window_left,
                         int64_t window_right, double softcap, const AlibiSlopes& alibi) {
