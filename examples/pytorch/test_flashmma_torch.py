@@ -868,6 +868,15 @@ def test_varlen_opcheck_and_compile():
     torch.testing.assert_close(lse, expected_lse, rtol=1e-4, atol=1e-3)
 
 
+def test_kvcache_requires_grad_raises():
+    q, _, _ = make_inputs(1, 1, 1, 2, 2, 64, torch.float16)
+    k_cache, v_cache, _ = make_cache(1, 64, 2, 64, torch.float16)
+    with pytest.raises(NotImplementedError, match=BACKWARD_MESSAGE):
+        flash_attn_with_kvcache(q.requires_grad_(), k_cache, v_cache)
+    with torch.no_grad():
+        flash_attn_with_kvcache(q, k_cache, v_cache)
+
+
 def test_varlen_requires_grad_raises():
     q, k, v, cu_q, cu_k = make_varlen_inputs([4, 5], [6, 7], 2, 2, 64, torch.float16)
     with pytest.raises(NotImplementedError, match=BACKWARD_MESSAGE):
@@ -932,7 +941,8 @@ def kvcache_reference(q, k_cache, v_cache, k=None, v=None, cos=None, sin=None, c
         if cos is not None:
             per_row = causal or window != (-1, -1)
             query_positions = cached + (torch.arange(seqlen_q, device=DEVICE) if per_row else torch.zeros(seqlen_q, dtype=torch.long, device=DEVICE))
-            qb = apply_rotary(qb, cos, sin, query_positions, interleaved)
+            # Rounded to q's dtype, as the kernels keep rotated queries.
+            qb = apply_rotary(qb, cos, sin, query_positions, interleaved).to(q.dtype).float()
         keys = cached + new
         if keys == 0:
             continue

@@ -99,6 +99,9 @@ struct KVCacheCall {
   RotaryTable rotary;
   bool rotate_queries_per_row = false;  // causal or a window: query i at L + i, else at L
   double scale = 0.0;
+  // Rounds a rotated value to the element type, as the kernels keep rotated keys (in the cache)
+  // and rotated queries (in the workspace); nullptr keeps them exact.
+  double (*round_rotated)(double) = nullptr;
 };
 
 struct KVCacheResult {
@@ -122,7 +125,12 @@ KVCacheResult kvcache_reference(const KVCacheCall& call, KVCache& cache, const P
       for (int64_t h = 0; h < hkv; ++h) {
         const int64_t from = ((b * call.seqlen_new + j) * hkv + h) * d;
         for (int64_t x = 0; x < d; ++x) row[x] = call.k_new[from + x];
-        if (call.rotary.rotary_dim > 0) call.rotary.rotate(row.data(), cached + j);
+        if (call.rotary.rotary_dim > 0) {
+          call.rotary.rotate(row.data(), cached + j);
+          if (call.round_rotated != nullptr) {
+            for (double& x : row) x = call.round_rotated(x);
+          }
+        }
         const int64_t to = cache.offset(entry, cached + j, h);
         for (int64_t x = 0; x < d; ++x) {
           cache.k[to + x] = row[x];
@@ -140,6 +148,9 @@ KVCacheResult kvcache_reference(const KVCacheCall& call, KVCache& cache, const P
         for (int64_t x = 0; x < d; ++x) query[x] = call.q[q_offset + x];  // 2. rotate a copy
         if (call.rotary.rotary_dim > 0) {
           call.rotary.rotate(query.data(), call.rotate_queries_per_row ? cached + i : cached);
+          if (call.round_rotated != nullptr) {
+            for (double& x : query) x = call.round_rotated(x);
+          }
         }
         const double row_max = policy_row_logits(  // 3. attend
             policy, b, h, i, lengths, call.scale,

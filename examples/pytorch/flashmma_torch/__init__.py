@@ -283,6 +283,7 @@ def flash_attn_with_kvcache(
     """
     if cache_leftpad is not None:
         raise _unsupported("cache_leftpad", "flashmma_torch's caches start at row 0; pass None")
+    _ops.refuse_grad(q, k_cache, v_cache, k, v)
     scale, window_left, window_right, softcap = _common_arguments(
         0.0, softmax_scale, window_size, softcap, alibi_slopes, False
     )

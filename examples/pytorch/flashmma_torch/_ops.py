@@ -6,7 +6,9 @@
 - their autograd formula. There is no backward pass yet, so the formula refuses as soon as the
   forward is called with an input that requires grad in grad mode, rather than returning an output
   that silently has no gradient. The backward pass will replace _setup_context and _backward here,
-  on the same operators.
+  on the same operators. kvcache_forward writes the cache in place, which PyTorch gives no
+  autograd formula: flash_attn_with_kvcache refuses inputs that require grad itself
+  (refuse_grad below).
 
 Imported by flashmma_torch/__init__.py once the extension is loaded.
 """
@@ -95,4 +97,10 @@ def _backward(ctx, grad_out, grad_lse):
 
 torch.library.register_autograd(OPERATOR, _backward, setup_context=_setup_context)
 torch.library.register_autograd(VARLEN_OPERATOR, _backward, setup_context=_setup_context)
-torch.library.register_autograd(KVCACHE_OPERATOR, _backward, setup_context=_setup_context)
+
+
+def refuse_grad(*tensors):
+    """Raises NotImplementedError(BACKWARD_MISSING) when grad mode is on and a tensor requires grad:
+    for the operators without an autograd formula."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise NotImplementedError(BACKWARD_MISSING)
