@@ -170,30 +170,4 @@ std::string describe_config() {
   return os.str();
 }
 
-// The walk of forward(params) from the call to its kernel: element type, kernel head dim,
-// built-in policy, and the default config of the head dim for that policy and a device with
-// `smem_per_block_optin`; calls visit(policy, config) with the policy and a value of the config
-// type (out_of_range() for a head dim above 256). describe_default_kernel and
-// forward_workspace_bytes walk it; forward_default_config (forward.cuh), a template on the
-// element type and head dim for the precompiled kernels, walks the policy and config the same way.
-template <class Visitor, class OutOfRange>
-decltype(auto) visit_default_kernel(const ForwardParams& params,
-                                    std::size_t smem_per_block_optin, Visitor&& visit,
-                                    OutOfRange&& out_of_range) {
-  const auto walk = [&](auto element_tag) {
-    using Element = decltype(element_tag);
-    return visit_kernel_head_dim(
-        params.head_dim,
-        [&](auto head_dim) {
-          return visit_builtin_policy(params, [&](const auto& policy) {
-            using Policy = std::decay_t<decltype(policy)>;
-            return visit_default_config<Element, decltype(head_dim)::value, Policy::kMasks>(
-                smem_per_block_optin, [&](auto config) { return visit(policy, config); });
-          });
-        },
-        out_of_range);
-  };
-  return params.dtype == ScalarType::kFloat16 ? walk(__half{}) : walk(__nv_bfloat16{});
-}
-
 }  // namespace flashmma

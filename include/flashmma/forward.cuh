@@ -94,25 +94,49 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
   args.num_pages = static_cast<int32_t>(p.num_pages);
   args.kv_batch_index = p.kv_batch_index;
   args.kv_batch_entries = p.kv_batch_entries;
+  args.pack_gqa = false;  // the split kernel's launch says (launch_plan.hpp's packs_gqa)
   return args;
 }
 
-// Launches the kernel of Config and Policy once the call has been validated and the device is
-// known (forward_default_config comes here with the DeviceInfo it queried to pick the config, so
-// the device is queried once per call).
+// Config's split kernel (split_launch.cuh) on a validated call, in the plan's splits.
 template <class Config, class Policy>
-Status launch_forward(const ForwardParams& params, const Policy& policy, const DeviceInfo& device,
-                      cudaStream_t stream);
+Status launch_split_kernel(const ForwardParams& params, const Policy& policy,
+                           const DeviceInfo& device, const SplitPlan& plan, cudaStream_t stream) {
+  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
+  ForwardArgs<typename Config::element_type> args =
+      make_forward_args<typename Config::element_type>(params);
+  args.pack_gqa = packs_gqa(params);
+  return launch_split_forward<Config>(params, policy, args, plan.in, plan.splits, stream);
+}
+
+// Config's own kernel (one block per work tile, every key) on a validated call that its split
+// kernel does not take.
+template <class Config, class Policy>
+Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
+                           const DeviceInfo& device, cudaStream_t stream) {
+  using Kernel = ForwardKernelFor<Config, Policy>;
+  using Scheduler = SchedulerFor<Policy>;
+  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
+  const SchedulerInputs in = scheduler_inputs<Config>(params, device);
+  const ForwardArgs<typename Config::element_type> args =
+      make_forward_args<typename Config::element_type>(params);
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    typename Kernel::Params kernel_params{{}, args, policy, Scheduler::make_params(in)};
+    if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
+    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+  } else {
+    typename Kernel::Params kernel_params{args, policy, Scheduler::make_params(in)};
+    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+  }
+}
 
 // A KV append (params.k_new): the append kernel writes the new rows into the cache, the new
-// lengths and the rotated queries into the workspace (after the split partials), then the
-// attention runs with those as seqused_k and Q, on the same stream.
-template <class Config, class Policy>
-Status launch_append_then_forward(const ForwardParams& params, const Policy& policy,
-                                  const DeviceInfo& device, cudaStream_t stream) {
-  using Element = typename Config::element_type;
-  std::size_t split_bytes = 0;
-  if (Status s = split_workspace_bytes<Config>(params, device, split_bytes); !s) return s;
+// lengths and the rotated queries into the workspace (after the split partials of
+// `split_bytes`), then `attend(attention_params)` runs the attention with those as seqused_k and
+// Q, on the same stream.
+template <class Element, class Attend>
+Status launch_append_then(const ForwardParams& params, std::size_t split_bytes, Attend&& attend,
+                          cudaStream_t stream) {
   const AppendWorkspace layout = append_layout(params, split_bytes);
   const std::size_t needed = layout.bytes;
   if (params.workspace == nullptr || params.workspace_bytes < needed) {
@@ -179,34 +203,35 @@ Status launch_append_then_forward(const ForwardParams& params, const Policy& pol
     attention.q = append.q_rotated;
     attention.q_strides = bshd_strides(params.seqlen_q, params.heads_q, params.head_dim);
   }
-  return launch_forward<Config>(attention, policy, device, stream);
+  return attend(attention);
 }
 
+// Config's kernels (its split kernel where plan_split_kernel says, else its own) on a validated
+// call: forward<Config>'s launch, once the device is known.
 template <class Config, class Policy>
 Status launch_forward(const ForwardParams& params, const Policy& policy, const DeviceInfo& device,
                       cudaStream_t stream) {
-  if (appends_kv(params)) {
-    return launch_append_then_forward<Config>(params, policy, device, stream);
-  }
-  using Kernel = ForwardKernelFor<Config, Policy>;
-  using Scheduler = SchedulerFor<Policy>;
-  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
-  const SchedulerInputs in = scheduler_inputs<Config>(params, device);
-  int splits = 1;
-  if (Status s = plan_splits<Config>(params, device, in, false, splits); !s) return s;
-  const ForwardArgs<typename Config::element_type> args =
-      make_forward_args<typename Config::element_type>(params);
-  if constexpr (IsSm90TileConfig<Config>::value) {
-    typename Kernel::Params kernel_params{{}, args, policy, Scheduler::make_params(in)};
-    if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
-    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
-  } else {
-    if (splits > 1 || runs_on_split_kernel(params)) {
-      return launch_split_forward<Config>(params, policy, args, in, splits, stream);
+  SplitPlan plan;
+  if (Status s = plan_split_kernel<Config>(params, device, /*assume_workspace=*/false,
+                                           /*decoding_sized_too=*/false, plan);
+      !s)
+    return s;
+  if constexpr (!IsSm90TileConfig<Config>::value) {
+    if (appends_kv(params)) {
+      SplitPlan planned;  // the partials' bytes as forward_workspace_bytes<Config> counted them
+      if (Status s = plan_split_kernel<Config>(params, device, true, false, planned); !s) return s;
+      return launch_append_then<typename Config::element_type>(
+          params, split_bytes(params, planned),
+          [&](const ForwardParams& attention) {
+            return launch_forward<Config>(attention, policy, device, stream);
+          },
+          stream);
     }
-    typename Kernel::Params kernel_params{args, policy, Scheduler::make_params(in)};
-    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+    if (plan.on_split_kernel) {
+      return launch_split_kernel<Config>(params, policy, device, plan, stream);
+    }
   }
+  return launch_dense_kernel<Config>(params, policy, device, stream);
 }
 
 // The built-in policy of params' mask, window, softcap and ALiBi (default_dispatch.hpp).
@@ -250,12 +275,14 @@ template <class Config, class Policy>
   return detail::launch_forward<Config>(params, policy, device, stream);
 }
 
-// Runs the default of one kernel head dim: the built-in policy params ask for, on the Hopper
-// default (traits/sm90_default_configs.hpp) where launch_plan.hpp's runs_sm90_default says so,
-// else on the portable one (traits/default_configs.hpp): the general config when the policy
-// masks nothing, the causal one when it does, the compact one on a GPU whose per-block shared
-// memory cannot hold those. A translation unit that calls it compiles six to eighteen kernels:
-// one per BuiltinPolicy and config it may run.
+// Runs the default of one kernel head dim with the built-in policy params ask for, on one of
+// three kernels (launch_plan.hpp's default_route): the split kernel of SplitKernelConfig for
+// variable lengths, paged caches, appends, decoding-sized calls and calls it splits; else the
+// Hopper default (traits/sm90_default_configs.hpp) where runs_sm90_default says so; else the
+// portable one (traits/default_configs.hpp): the general config when the policy masks nothing,
+// the causal one when it does, the compact one on a GPU whose per-block shared memory cannot
+// hold those. A translation unit that calls it compiles one kernel per BuiltinPolicy and config
+// it may run (and a split kernel for paged caches).
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
@@ -264,23 +291,56 @@ template <class Element, int HeadDim>
   if (Status s = query_device(device); !s) return s;
   return visit_builtin_policy(params, [&](const auto& policy) {
     using Policy = std::decay_t<decltype(policy)>;
+    using Split = SplitKernelConfigT<Element, HeadDim>;
+    using Hopper = Sm90DefaultConfig<Element, HeadDim>;
+    detail::DefaultRoute route;
+    detail::SplitPlan plan;
+    const auto sm90a_code = [] {
+      if constexpr (Hopper::kAvailable) {
+        return detail::sm90a_code_loaded<ForwardKernelFor<typename Hopper::type, Policy>>();
+      } else {
+        return false;
+      }
+    };
+    if (Status s = detail::default_route<Element, HeadDim>(
+            params, device, sm90a_code, /*assume_workspace=*/false, route, plan);
+        !s)
+      return s;
+    if (route == detail::DefaultRoute::kSplitKernel) {
+      if (Status s = validate_for_kernel(params, kernel_requirements<Split>()); !s) return s;
+      if (appends_kv(params)) {
+        detail::SplitPlan planned;  // as forward_workspace_bytes(params) counted the partials
+        if (Status s = detail::default_route<Element, HeadDim>(params, device, sm90a_code, true,
+                                                               route, planned);
+            !s)
+          return s;
+        return detail::launch_append_then<Element>(
+            params, detail::split_bytes(params, planned),
+            [&](const ForwardParams& attention) {
+              detail::SplitPlan attention_plan;
+              if (Status s = detail::plan_split_kernel<Split>(attention, device, false, true,
+                                                              attention_plan);
+                  !s)
+                return s;
+              return detail::launch_split_kernel<Split>(attention, policy, device,
+                                                        attention_plan, stream);
+            },
+            stream);
+      }
+      return detail::launch_split_kernel<Split>(params, policy, device, plan, stream);
+    }
+    if constexpr (Hopper::kAvailable) {
+      if (route == detail::DefaultRoute::kHopper) {
+        return detail::launch_dense_kernel<typename Hopper::type>(params, policy, device, stream);
+      }
+    }
     return visit_default_config<Element, HeadDim, Policy::kMasks>(
         device.smem_per_block_optin, [&](auto config) {
-          // forward<Config, Policy> on the device already queried.
           using Portable = decltype(config);
-          using Hopper = Sm90DefaultConfig<Element, HeadDim>;
-          if constexpr (Hopper::kAvailable) {
-            using HopperKernel = ForwardKernelFor<typename Hopper::type, Policy>;
-            if (detail::runs_sm90_default<Portable, typename Hopper::type>(
-                    params, device, detail::sm90a_code_loaded<HopperKernel>())) {
-              return detail::launch_forward<typename Hopper::type>(params, policy, device,
-                                                                   stream);
-            }
-          }
           if (Status s = validate_for_kernel(params, kernel_requirements<Portable>()); !s) {
             return s;
           }
-          return detail::launch_forward<Portable>(params, policy, device, stream);
+          return detail::launch_dense_kernel<Portable>(params, policy, device, stream);
         });
   });
 }

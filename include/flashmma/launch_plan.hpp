@@ -63,8 +63,30 @@ int64_t blocks_per_sm(const DeviceInfo& device) {
   return blocks > 0 ? blocks : 1;
 }
 
-// The split count of a call on Config (1: no split). `assume_workspace` plans as if a workspace
-// were given (forward_workspace_bytes asks what the automatic choice would need).
+// Whether a call on the split kernel packs the query heads of a GQA group into one work tile
+// (sequence_info.hpp's PackableRows): one query per sequence (decoding) over GQA heads. Each K/V
+// tile is then read once per group instead of once per query head, and the group's heads fill
+// rows of the tile that would otherwise be padding.
+inline bool packs_gqa(const ForwardParams& p) { return p.seqlen_q == 1 && p.group_size() > 1; }
+
+// The rows of one (head, batch)'s work tiles on the split kernel: the queries, or the query
+// heads of a group when packed.
+inline int64_t split_kernel_rows(const ForwardParams& p) {
+  return packs_gqa(p) ? p.seqlen_q * p.group_size() : p.seqlen_q;
+}
+
+// The split kernel's scheduler inputs: when packed, the grid's heads are the K/V heads.
+template <class Config>
+SchedulerInputs split_scheduler_inputs(const ForwardParams& p, const DeviceInfo& device) {
+  SchedulerInputs in = scheduler_inputs<Config>(p, device);
+  in.m_blocks = (split_kernel_rows(p) + Config::kBlockM - 1) / Config::kBlockM;
+  if (packs_gqa(p)) in.heads = p.heads_kv;
+  return in;
+}
+
+// The split count of a call on Config (1: no split), for the scheduler inputs `in` of its split
+// kernel. `assume_workspace` plans as if a workspace were given (forward_workspace_bytes asks
+// what the automatic choice would need).
 template <class Config>
 Status plan_splits(const ForwardParams& p, const DeviceInfo& device, const SchedulerInputs& in,
                    bool assume_workspace, int& splits) {
@@ -90,24 +112,74 @@ Status plan_splits(const ForwardParams& p, const DeviceInfo& device, const Sched
   }
 }
 
-// Whether forward(params) runs the Hopper default `Hopper` rather than the portable default
-// `Portable` of the same head dim: on a compute capability 9.0 GPU whose loaded code holds
-// sm_90a (`sm90a_code`; forward.cuh asks the kernel's module), when TMA can describe every
-// tensor (sm90/tensor_maps.hpp) and the portable plan does not split the call (the Hopper kernel
-// has no split-KV yet; a decoding-sized call with a workspace runs split on the portable one).
-// Anything else runs the portable kernel, which takes every valid call.
-template <class Portable, class Hopper>
+// Whether a call runs on Config's split kernel, in how many splits, on which grid.
+struct SplitPlan {
+  bool on_split_kernel = false;
+  int splits = 1;
+  SchedulerInputs in{};  // the split kernel's (split_scheduler_inputs)
+};
+
+// The plan of a call on Config: the split kernel takes every call that splits, that has variable
+// lengths, pages or an append (runs_on_split_kernel), and every call it packs (packs_gqa);
+// `decoding_sized_too` (the default dispatch, on SplitKernelConfig) adds every call whose work
+// tiles' rows fit one tile, which it runs with fewer padded rows than the general tiles.
+// forward<Config> leaves those on Config's own kernel.
+template <class Config>
+Status plan_split_kernel(const ForwardParams& p, const DeviceInfo& device, bool assume_workspace,
+                         bool decoding_sized_too, SplitPlan& plan) {
+  plan = SplitPlan{};
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    // No split kernel on sm_90a: a split count is refused, the rest validate_for_kernel refuses.
+    return plan_splits<Config>(p, device, scheduler_inputs<Config>(p, device), assume_workspace,
+                               plan.splits);
+  } else {
+    plan.in = split_scheduler_inputs<Config>(p, device);
+    if (Status s = plan_splits<Config>(p, device, plan.in, assume_workspace, plan.splits); !s) {
+      return s;
+    }
+    plan.on_split_kernel = plan.splits > 1 || runs_on_split_kernel(p) || packs_gqa(p) ||
+                           (decoding_sized_too && split_kernel_rows(p) <= Config::kBlockM);
+    return Status::success();
+  }
+}
+
+// Whether forward(params) runs the Hopper default `Hopper` for a call that the split kernel does
+// not take (plan_split_kernel): on a compute capability 9.0 GPU whose loaded code holds sm_90a
+// (`sm90a_code`; forward.cuh asks the kernel's module), when TMA can describe every tensor
+// (sm90/tensor_maps.hpp). Anything else runs the portable kernel, which takes every valid call.
+template <class Hopper>
 bool runs_sm90_default(const ForwardParams& p, const DeviceInfo& device, bool sm90a_code) {
   if (!sm90a_code || device.compute_capability != 90) return false;
-  if (!validate_for_kernel(p, kernel_requirements<Hopper>()).ok() ||
-      !validate_for_device(device, kernel_requirements<Hopper>()).ok() ||
-      !sm90::check_tma_layout(p).ok()) {
-    return false;
+  return validate_for_kernel(p, kernel_requirements<Hopper>()).ok() &&
+         validate_for_device(device, kernel_requirements<Hopper>()).ok() &&
+         sm90::check_tma_layout(p).ok();
+}
+
+// The three kernels forward(params) chooses among for one (element type, head dim), in order.
+enum class DefaultRoute { kSplitKernel, kHopper, kPortable };
+
+// Which of them forward_default_config<Element, HeadDim> runs, with the split kernel's plan.
+// Expects validated params.
+// `sm90a_code()` says whether the Hopper kernel's loaded code holds sm_90a (asked only when the
+// split kernel does not take the call).
+template <class Element, int HeadDim, class Sm90aCode>
+Status default_route(const ForwardParams& p, const DeviceInfo& device, Sm90aCode&& sm90a_code,
+                     bool assume_workspace, DefaultRoute& route, SplitPlan& plan) {
+  if (Status s = plan_split_kernel<SplitKernelConfigT<Element, HeadDim>>(
+          p, device, assume_workspace, /*decoding_sized_too=*/true, plan);
+      !s)
+    return s;
+  route = DefaultRoute::kPortable;
+  if (plan.on_split_kernel) {
+    route = DefaultRoute::kSplitKernel;
+  } else if constexpr (Sm90DefaultConfig<Element, HeadDim>::kAvailable) {
+    if (device.compute_capability == 90 &&
+        runs_sm90_default<typename Sm90DefaultConfig<Element, HeadDim>::type>(p, device,
+                                                                              sm90a_code())) {
+      route = DefaultRoute::kHopper;
+    }
   }
-  int splits = 1;
-  return plan_splits<Portable>(p, device, scheduler_inputs<Portable>(p, device), false, splits)
-             .ok() &&
-         splits == 1;
+  return Status::success();
 }
 
 // The workspace layout of a split call.
@@ -134,27 +206,16 @@ inline Status check_workspace(const ForwardParams& p, int splits) {
   return Status::error(ErrorCode::kInvalidArgument, os.str());
 }
 
-// The bytes of the split partials of Config's plan for the call, planned as if a workspace were
-// given (0 without a split).
-template <class Config>
-Status split_workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
-                             std::size_t& bytes) {
-  int splits = 1;
-  if (Status s = plan_splits<Config>(params, device, scheduler_inputs<Config>(params, device),
-                                     /*assume_workspace=*/true, splits);
-      !s)
-    return s;
-  bytes = splits > 1 ? split_layout(params, splits).bytes : 0;
-  return Status::success();
+// The bytes of the split partials of a plan (0 without a split).
+inline std::size_t split_bytes(const ForwardParams& params, const SplitPlan& plan) {
+  return plan.splits > 1 ? split_layout(params, plan.splits).bytes : 0;
 }
 
-// The whole workspace of the call: the partials, then a KV append's lengths and queries.
-template <class Config>
-Status workspace_bytes(const ForwardParams& params, const DeviceInfo& device,
-                       std::size_t& bytes) {
-  if (Status s = split_workspace_bytes<Config>(params, device, bytes); !s) return s;
-  if (appends_kv(params)) bytes = append_layout(params, bytes).bytes;
-  return Status::success();
+// The whole workspace of a call planned as if a workspace were given: the partials, then a KV
+// append's lengths and queries.
+inline std::size_t workspace_bytes(const ForwardParams& params, const SplitPlan& plan) {
+  const std::size_t bytes = split_bytes(params, plan);
+  return appends_kv(params) ? append_layout(params, bytes).bytes : bytes;
 }
 
 }  // namespace detail
@@ -169,20 +230,50 @@ template <class Config>
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  return detail::workspace_bytes<Config>(params, device, bytes);
+  detail::SplitPlan plan;
+  if (Status s = detail::plan_split_kernel<Config>(params, device, /*assume_workspace=*/true,
+                                                   /*decoding_sized_too=*/false, plan);
+      !s)
+    return s;
+  bytes = detail::workspace_bytes(params, plan);
+  return Status::success();
 }
 
-// The same for forward(params): the bytes of the default config it would run.
+namespace detail {
+
+// Calls visit(element_tag, head_dim) for the element type and kernel head dim of a call
+// (out_of_range() for a head dim above 256).
+template <class Visitor, class OutOfRange>
+decltype(auto) visit_element_and_head_dim(const ForwardParams& params, Visitor&& visit,
+                                          OutOfRange&& out_of_range) {
+  const auto walk = [&](auto element_tag) {
+    return visit_kernel_head_dim(
+        params.head_dim, [&](auto head_dim) { return visit(element_tag, head_dim); },
+        out_of_range);
+  };
+  return params.dtype == ScalarType::kFloat16 ? walk(__half{}) : walk(__nv_bfloat16{});
+}
+
+}  // namespace detail
+
+// The same for forward(params): the bytes of the kernel it would run.
 [[nodiscard]] inline Status forward_workspace_bytes(const ForwardParams& params,
                                                     std::size_t& bytes) {
   bytes = 0;
   if (Status s = validate_params(params); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  return visit_default_kernel(
-      params, device.smem_per_block_optin,
-      [&](const auto&, auto config) {
-        return detail::workspace_bytes<decltype(config)>(params, device, bytes);
+  return detail::visit_element_and_head_dim(
+      params,
+      [&](auto element_tag, auto head_dim) {
+        detail::DefaultRoute route;
+        detail::SplitPlan plan;
+        if (Status s = detail::default_route<decltype(element_tag), decltype(head_dim)::value>(
+                params, device, [] { return false; }, /*assume_workspace=*/true, route, plan);
+            !s)
+          return s;
+        bytes = detail::workspace_bytes(params, plan);
+        return Status::success();
       },
       [&] { return validate_params(params); });
 }
@@ -205,7 +296,8 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   "sm80::ForwardKernel<TileConfig<...>, FullAttention, SplitScheduler> in 4 splits, then
 //    split_combine_kernel"
 //   "sm80::ForwardKernel<TileConfig<...>, CausalMask, SplitScheduler> in 1 split" (variable
-//    lengths without a split)
+//    lengths, or a decoding-sized call, without a split)
+//   "... in 4 splits, packed GQA, then split_combine_kernel" (one query over GQA heads)
 //   "sm80::ForwardKernel<TileConfig<...>, CausalMask, SplitScheduler, KVPages> in 3 splits, then
 //    split_combine_kernel" (a paged KV cache)
 //   "kv_append_kernel, then sm80::ForwardKernel<...> in 1 split" (a KV append)
@@ -218,37 +310,45 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                                                     std::string& description) {
   if (Status s = validate_params(params); !s) return s;
   const std::string policy_name = builtin_policy_name(builtin_policy_for(params));
-  description = visit_default_kernel(
-      params, device.smem_per_block_optin,
-      [&](const auto& policy, auto config) {
-        using Policy = std::decay_t<decltype(policy)>;
-        using Portable = decltype(config);
-        using Hopper = Sm90DefaultConfig<typename Portable::element_type, Portable::kHeadDim>;
-        if constexpr (Hopper::kAvailable) {
-          if (detail::runs_sm90_default<Portable, typename Hopper::type>(params, device,
-                                                                         sm90a_code)) {
-            return detail::forward_kernel_name<typename Hopper::type>(
-                policy_name, SchedulerFor<Policy>::kName);
+  Status status = Status::success();
+  description = detail::visit_element_and_head_dim(
+      params,
+      [&](auto element_tag, auto head_dim) {
+        using Element = decltype(element_tag);
+        constexpr int kHeadDim = decltype(head_dim)::value;
+        detail::DefaultRoute route;
+        detail::SplitPlan plan;
+        status = detail::default_route<Element, kHeadDim>(
+            params, device, [&] { return sm90a_code; }, /*assume_workspace=*/false, route, plan);
+        if (!status) return std::string();
+        return visit_builtin_policy(params, [&](const auto& policy) {
+          using Policy = std::decay_t<decltype(policy)>;
+          if (route == detail::DefaultRoute::kHopper) {
+            if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kAvailable) {
+              return detail::forward_kernel_name<typename Sm90DefaultConfig<Element, kHeadDim>::type>(
+                  policy_name, SchedulerFor<Policy>::kName);
+            }
           }
-        }
-        int splits = 1;
-        if (Status s = detail::plan_splits<Portable>(
-                params, device, detail::scheduler_inputs<Portable>(params, device), false,
-                splits);
-            !s || (splits == 1 && !detail::runs_on_split_kernel(params))) {
-          return detail::forward_kernel_name<Portable>(policy_name, SchedulerFor<Policy>::kName);
-        }
-        const std::string split_kernel = paged_kv(params) ? std::string(SplitScheduler::kName) +
-                                                                ", KVPages"
-                                                          : SplitScheduler::kName;
-        if (splits == 1) {  // variable lengths or pages: the split kernel, unsplit
-          return detail::forward_kernel_name<Portable>(policy_name, split_kernel.c_str()) +
-                 " in 1 split";
-        }
-        return detail::forward_kernel_name<Portable>(policy_name, split_kernel.c_str()) +
-               " in " + std::to_string(splits) + " splits, then split_combine_kernel";
+          if (route == detail::DefaultRoute::kPortable) {
+            return visit_default_config<Element, kHeadDim, Policy::kMasks>(
+                device.smem_per_block_optin, [&](auto config) {
+                  return detail::forward_kernel_name<decltype(config)>(
+                      policy_name, SchedulerFor<Policy>::kName);
+                });
+          }
+          const std::string split_kernel = paged_kv(params) ? std::string(SplitScheduler::kName) +
+                                                                  ", KVPages"
+                                                            : SplitScheduler::kName;
+          const std::string name = detail::forward_kernel_name<SplitKernelConfigT<Element, kHeadDim>>(
+              policy_name, split_kernel.c_str());
+          const std::string packed = detail::packs_gqa(params) ? ", packed GQA" : "";
+          if (plan.splits == 1) return name + " in 1 split" + packed;
+          return name + " in " + std::to_string(plan.splits) + " splits" + packed +
+                 ", then split_combine_kernel";
+        });
       },
       [] { return std::string(); });
+  if (!status) return status;
   if (appends_kv(params)) description = std::string(kKVAppendKernelName) + ", then " + description;
   return Status::success();
 }

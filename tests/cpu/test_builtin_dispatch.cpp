@@ -210,18 +210,24 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
     CHECK(portable(explicit_split, h200, true));
     CHECK_THAT(kernel, Contains("SplitScheduler> in 4 splits, then split_combine_kernel"));
   }
-  SECTION("a decoding call with a workspace splits on the portable kernel, one without does not") {
+  SECTION("a decoding call runs on the split kernel: split with a workspace, whole without") {
     ForwardParams decode = described_call(128);
     decode.seqlen_q = 1;
     decode.seqlen_k = 65536;
     decode.q_strides = decode.o_strides = flashmma::bshd_strides(1, 4, 128);
     decode.k_strides = decode.v_strides = flashmma::bshd_strides(65536, 4, 128);
     REQUIRE(flashmma::describe_default_kernel(decode, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains("sm90::ForwardKernel<"));
+    CHECK_THAT(kernel, Contains("sm80::ForwardKernel<TileConfig<fp16, HeadDim 128, BlockM 64") &&
+                           Contains("SplitScheduler> in 1 split"));
     decode.workspace = reinterpret_cast<void*>(0x40000);
     decode.workspace_bytes = std::size_t{1} << 30;
     REQUIRE(flashmma::describe_default_kernel(decode, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") && Contains("splits, then"));
+    // 4 query heads over 2 K/V heads: the group's heads share a work tile.
+    decode.heads_kv = 2;
+    decode.k_strides = decode.v_strides = flashmma::bshd_strides(65536, 2, 128);
+    REQUIRE(flashmma::describe_default_kernel(decode, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("splits, packed GQA, then split_combine_kernel"));
   }
 }
 

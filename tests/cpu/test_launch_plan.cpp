@@ -112,3 +112,74 @@ TEST_CASE("check_workspace names what a split call needs", "[launch_plan]") {
   CHECK(flashmma::detail::check_workspace(p, 8).message().find(
             "got " + std::to_string(needed - 1) + " bytes") != std::string::npos);
 }
+
+TEST_CASE("packed GQA: one query over GQA heads packs a group's heads into one work tile",
+          "[launch_plan]") {
+  using Split = flashmma::SplitKernelConfigT<__nv_bfloat16, 128>;  // 64 rows
+  const DeviceInfo device = h200();
+  // 1 x 32 query heads over 8 K/V heads, one query: packed, 4 rows per tile, 8 heads on the grid.
+  ForwardParams p = decode_params(1, 131072);
+  CHECK(flashmma::detail::packs_gqa(p));
+  CHECK(flashmma::detail::split_kernel_rows(p) == 4);
+  flashmma::SchedulerInputs in = flashmma::detail::split_scheduler_inputs<Split>(p, device);
+  CHECK(in.heads == 8);
+  CHECK(in.m_blocks == 1);
+  // 8 work tiles on 132 SMs x 2 blocks: split to fill them (>= 85% of the best wave).
+  flashmma::detail::SplitPlan plan;
+  REQUIRE(flashmma::detail::plan_split_kernel<Split>(p, device, true, false, plan).ok());
+  CHECK(plan.on_split_kernel);
+  CHECK(plan.splits > 16);
+  CHECK(plan.splits <= 33);
+
+  // Several queries, or one K/V head per query head: not packed.
+  ForwardParams two_queries = p;
+  static_cast<flashmma::ProblemShape&>(two_queries) =
+      flashmma::make_problem_shape(1, 2, 131072, 32, 8, 128);
+  CHECK_FALSE(flashmma::detail::packs_gqa(two_queries));
+  ForwardParams mha = p;
+  static_cast<flashmma::ProblemShape&>(mha) = flashmma::make_problem_shape(1, 1, 4096, 32, 32, 128);
+  CHECK_FALSE(flashmma::detail::packs_gqa(mha));
+  in = flashmma::detail::split_scheduler_inputs<Split>(mha, device);
+  CHECK(in.heads == 32);
+
+  // 64 query heads over 1 (multi-query): 64 rows, one tile; 128 over 1: two tiles.
+  ForwardParams mqa = p;
+  static_cast<flashmma::ProblemShape&>(mqa) = flashmma::make_problem_shape(2, 1, 4096, 128, 1, 128);
+  in = flashmma::detail::split_scheduler_inputs<Split>(mqa, device);
+  CHECK(in.m_blocks == 2);
+  CHECK(in.heads == 1);
+}
+
+TEST_CASE("default_route: the split kernel for decoding, the Hopper or portable kernel for the rest",
+          "[launch_plan]") {
+  const DeviceInfo device = h200();
+  using flashmma::detail::DefaultRoute;
+  const auto route_of = [&](const ForwardParams& p, bool sm90a_code) {
+    DefaultRoute route = DefaultRoute::kPortable;
+    flashmma::detail::SplitPlan plan;
+    REQUIRE(flashmma::detail::default_route<__nv_bfloat16, 128>(
+                p, device, [&] { return sm90a_code; }, false, route, plan)
+                .ok());
+    return route;
+  };
+  // Decoding (packed or not, with or without a workspace) runs on the split kernel.
+  CHECK(route_of(decode_params(64, 8192), true) == DefaultRoute::kSplitKernel);
+  ForwardParams mha = decode_params(8, 4096);
+  static_cast<flashmma::ProblemShape&>(mha) = flashmma::make_problem_shape(8, 16, 4096, 32, 32, 128);
+  CHECK(route_of(mha, true) == DefaultRoute::kSplitKernel);
+  // A prefill: Hopper where sm_90a code runs, else the portable default.
+  ForwardParams prefill = decode_params(2, 4096);
+  static_cast<flashmma::ProblemShape&>(prefill) =
+      flashmma::make_problem_shape(2, 4096, 4096, 32, 8, 128);
+  prefill.q_strides = prefill.o_strides = flashmma::bshd_strides(4096, 32, 128);
+  prefill.k_strides = prefill.v_strides = flashmma::bshd_strides(4096, 8, 128);
+  CHECK(route_of(prefill, false) == DefaultRoute::kPortable);
+  DeviceInfo a10 = device;
+  a10.compute_capability = 86;
+  DefaultRoute route = DefaultRoute::kHopper;
+  flashmma::detail::SplitPlan plan;
+  REQUIRE(flashmma::detail::default_route<__nv_bfloat16, 128>(
+              prefill, a10, [] { return true; }, false, route, plan)
+              .ok());
+  CHECK(route == DefaultRoute::kPortable);
+}

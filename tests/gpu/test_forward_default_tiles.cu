@@ -4,6 +4,7 @@
 // head dim's defaults on this device, the Hopper one included.
 #include "support/catch.hpp"
 
+#include <string>
 #include <vector>
 
 #include "flashmma/launch_plan.hpp"
@@ -28,7 +29,7 @@ template <class Element, int HeadDim, class Portable>
 Status forward_as_dispatched(const ForwardParams& params, const flashmma::DeviceInfo& device) {
   using Hopper = flashmma::Sm90DefaultConfig<Element, HeadDim>;
   if constexpr (Hopper::kAvailable) {
-    if (flashmma::detail::runs_sm90_default<Portable, typename Hopper::type>(
+    if (flashmma::detail::runs_sm90_default<typename Hopper::type>(
             params, device, flashmma::sm90a_code_loaded())) {
       UNSCOPED_INFO("expected: the Hopper default");
       return flashmma::forward<typename Hopper::type>(params);
@@ -79,7 +80,39 @@ void check_dispatch(bool causal) {
   flashmma::test::require_matches_reference(t);
 }
 
+// A decoding call (one query over GQA heads) runs on the split kernel of SplitKernelConfig,
+// packed, as forward<SplitKernelConfig> runs it: the same bits, and the reference's values.
+template <class Element, int HeadDim>
+void check_decoding_dispatch(bool causal) {
+  const AttentionCase c =
+      flashmma::test::make_case(3, 1, 1000, 8, 2, HeadDim, causal, flashmma::test::Layout::kBSHD);
+  INFO("case: " << c.describe());
+  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
+  flashmma::DeviceInfo device;
+  REQUIRE(flashmma::query_device(device).ok());
+  std::string kernel;
+  REQUIRE(flashmma::describe_default_kernel(t.params, device, flashmma::sm90a_code_loaded(), kernel)
+              .ok());
+  INFO(kernel);
+  CHECK(kernel.find("SplitScheduler> in 1 split, packed GQA") != std::string::npos);
+
+  REQUIRE(flashmma::forward<flashmma::SplitKernelConfigT<Element, HeadDim>>(t.params).ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<Element> expected = t.o.to_host();
+  flashmma::test::poison(t.o);
+  REQUIRE(flashmma::forward_default_config<Element, HeadDim>(t.params).ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(flashmma::test::same_bytes(t.o.to_host(), expected));
+  flashmma::test::require_matches_reference(t);
+}
+
 }  // namespace
+
+TEST_CASE("forward_default_config runs decoding calls on the split kernel, packed",
+          "[gpu][forward][default-tiles][dispatch]") {
+  SECTION("d = 128") { check_decoding_dispatch<__half, 128>(false); }
+  SECTION("d = 64, causal, bf16") { check_decoding_dispatch<__nv_bfloat16, 64>(true); }
+}
 
 TEST_CASE("forward_default_config runs the tile default_tile names for this device",
           "[gpu][forward][default-tiles][dispatch]") {

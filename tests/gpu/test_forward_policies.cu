@@ -86,6 +86,16 @@ TEMPLATE_LIST_TEST_CASE("ALiBi and softcap, alone, together and with windows",
   const Everything all{{}, Softcap::with_cap(20.f), {{}, alibi, window}};
   const Everything host_all{{}, Softcap::with_cap(20.f), {{}, host_alibi, window}};
   flashmma::test::check_policy<TestType>(c, all, host_all);
+
+  // One query over GQA heads runs packed (a work tile's rows are the heads of a group): every
+  // row's slope is its own head's, in both K/V groups, and the window is the query's.
+  const AttentionCase decode =
+      flashmma::test::make_case(2, 1, 300, heads, 2, TestType::kHeadDim, false, Layout::kBHSD);
+  flashmma::test::check_policy<TestType>(decode, alibi, host_alibi);
+  flashmma::test::check_policy<TestType>(decode, per_head, host_per_head);
+  const Everything narrow{{}, Softcap::with_cap(20.f), {{}, alibi, SlidingWindow{{}, 48, 0}}};
+  const Everything host_narrow{{}, Softcap::with_cap(20.f), {{}, host_alibi, SlidingWindow{{}, 48, 0}}};
+  flashmma::test::check_policy<TestType>(decode, narrow, host_narrow);
 }
 
 TEMPLATE_LIST_TEST_CASE("a user's policy: prefix-LM", "[gpu][forward][policy]", PolicyConfigs) {

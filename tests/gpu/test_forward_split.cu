@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Split-KV through forward<Config> (params.num_splits, params.workspace): decoding-sized calls
-// (one to a few query rows over long keys, GQA, causal rows that see no key) split 2 to 128 ways
+// (one to a few query rows over long keys, GQA packed and not, causal rows that see no key) split 2 to 128 ways
 // and automatically, against the reference; a score policy split the same way; and the refusals
 // (a split without its workspace, a count out of range, a misaligned workspace) that launch
 // nothing.
@@ -35,7 +35,10 @@ std::vector<AttentionCase> split_cases(int64_t head_dim) {
           make_case(2, 7, 1000, 4, 4, head_dim, true, Layout::kBHSD),
           make_case(1, 65, 300, 2, 1, head_dim, false, Layout::kPaddedBSHD),
           make_case(3, 1, 1, 4, 1, head_dim, false, Layout::kBSHD),
-          make_case(1, 130, 64, 2, 2, head_dim, true, Layout::kBSHD)};  // rows with no key
+          make_case(1, 130, 64, 2, 2, head_dim, true, Layout::kBSHD),  // rows with no key
+          // One query over GQA groups of 16 and of 8: packed, a group's heads in one work tile.
+          make_case(2, 1, 1500, 16, 1, head_dim, false, Layout::kBHSD),
+          make_case(2, 1, 999, 16, 2, head_dim, true, Layout::kPaddedBSHD)};
 }
 
 // forward<Config> with `num_splits` and a workspace of the size forward_workspace_bytes names.

@@ -41,6 +41,9 @@ struct ForwardArgs {
   int32_t num_pages;
   const int32_t* kv_batch_index;  // nullptr: sequence b reads K/V batch entry b
   int64_t kv_batch_entries;       // K/V batch entries (kv_batch_index's range)
+  // Packed GQA (SequenceInfo's PackableRows): the grid's heads are the K/V heads and a work
+  // tile's rows the query heads of its group. Only for seqlen_q == 1, on the split kernel.
+  bool pack_gqa;
 };
 
 }  // namespace flashmma

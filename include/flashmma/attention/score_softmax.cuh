@@ -5,8 +5,9 @@
 //
 // The scores are the accumulators of one warp: kRowTiles tiles of 16 rows, each kScoreTiles
 // m16n8 C fragments wide (attention/accumulator_walk.cuh); wgmma's m64nN accumulators are the
-// same fragments, 16 rows per warp. Rows are numbered from `origin.query`, columns from the
-// tile's first key.
+// same fragments, 16 rows per warp. Columns are numbered from the tile's first key; row r of a
+// warp is (head, query) = origin's plus r times the steps of `rows` (sequence_info.hpp's
+// QueryRows: query origin.query + r of one head; PackableRows: also the heads of a GQA group).
 #pragma once
 
 #include <cmath>
@@ -17,14 +18,16 @@
 #include "flashmma/attention/key_range.hpp"
 #include "flashmma/attention/online_softmax.cuh"
 #include "flashmma/attention/score_policy.hpp"
+#include "flashmma/attention/sequence_info.hpp"
 #include "flashmma/macros.hpp"
 
 namespace flashmma {
 
-template <class Policy, int kBlockN, bool kRescaleBeforeExp>
+template <class Policy, int kBlockN, bool kRescaleBeforeExp, class Rows = QueryRows>
 struct ScoreSoftmax {
   Policy policy;
   ScoreCoord origin;        // batch, head, and the query of the warp's first row (key unused)
+  Rows rows;                // how the head and query step from row to row
   SequenceLengths lengths;
   IndexRange queries;       // the block's queries that exist
   float softmax_scale;
@@ -81,7 +84,8 @@ struct ScoreSoftmax {
 
   // Positions are at most 2^30 (score_policy.hpp), so the tile's first key fits in an int too.
   FLASHMMA_DEVICE ScoreCoord coord(int row, int key) const {
-    return {origin.batch, origin.head, origin.query + row, key};
+    return {origin.batch, origin.head + row * rows.head_step(),
+            origin.query + row * rows.query_step(), key};
   }
 
   // Scaled scores to the policy's logits.
@@ -112,7 +116,8 @@ struct ScoreSoftmax {
       // 44% longer than the causal ones, and spilled.)
       const int first = static_cast<int>(first_key);
       for_each_accumulator(s, lane, [&](int row, int column, float& score) {
-        const IndexRange keys = policy_row_keys(policy, origin.query + row, lengths);
+        const IndexRange keys =
+            policy_row_keys(policy, origin.query + row * rows.query_step(), lengths);
         const int lo = static_cast<int>(keys.begin) - first;
         const int hi = static_cast<int>(keys.end) - first;
         if ((column < lo) | (column >= hi)) score = -INFINITY;

@@ -17,6 +17,29 @@
 
 namespace flashmma {
 
+// How the rows of a query tile map to (query head, query position) and to the row-indexed outputs
+// (LSE, split partials). Rows are numbered from 0 within a sequence's work tiles.
+//
+// QueryRows: row r is query r of the work tile's head (every dense kernel; constant steps, so
+// the compiler folds them away).
+struct QueryRows {
+  FLASHMMA_HOST_DEVICE static constexpr int32_t head_step() { return 0; }
+  FLASHMMA_HOST_DEVICE static constexpr int32_t query_step() { return 1; }
+  FLASHMMA_HOST_DEVICE static constexpr int64_t index_step() { return 1; }
+};
+
+// PackableRows: as QueryRows, or, for a call of one query per sequence on GQA heads ("packed
+// GQA", ForwardArgs::pack_gqa), row r is query 0 of query head r of the K/V head's group: the
+// group's heads share one block, so each K/V tile is read once per group rather than once per
+// query head. Runtime steps, for the split kernel (which runs both kinds of call).
+struct PackableRows {
+  int32_t heads;        // 1 when packed, else 0
+  int64_t index_stride; // the LSE index step of a row: lse_head_stride when packed, else 1
+  FLASHMMA_HOST_DEVICE int32_t head_step() const { return heads; }
+  FLASHMMA_HOST_DEVICE int32_t query_step() const { return 1 - heads; }
+  FLASHMMA_HOST_DEVICE int64_t index_step() const { return index_stride; }
+};
+
 // A sequence whose lengths (or cache entry) the call's params did not allow for: stops the
 // kernel (the launch's stream then reports an error), since going on would read past K and V or
 // leave O unwritten.
@@ -32,17 +55,22 @@ FLASHMMA_HOST_DEVICE void report_bad_sequence_lengths() {
 // too (attention/kv_pages.hpp), for the kernels that load K and V through it.
 template <class Element, bool kVariableLengths = true, bool kPagedKV = false>
 struct SequenceInfo {
+  using Rows = std::conditional_t<kVariableLengths, PackableRows, QueryRows>;
+
   int64_t batch;
-  int64_t head;     // query head
+  int64_t head;     // query head (of row 0)
   int64_t kv_head;  // the K/V head it reads
   SequenceLengths lengths;
-  // Query 0 and key 0 of this (batch, head) in each tensor; query r is at q + r * q_row_stride.
+  Rows row_map;
+  int64_t rows;  // rows of the sequence's work tiles: seqlen_q, or seqlen_q x group when packed
+  // Row 0 and key 0 of this (batch, head) in each tensor; row r is at q + r * q_row_stride (the
+  // head stride when packed).
   const Element* q;
   const Element* k;
   const Element* v;
   Element* o;
-  // The LSE row of this (batch, head)'s query 0 (params.hpp's LSE layout): the index of
-  // row-indexed outputs (the LSE, split-KV's partials) is row_index + query.
+  // The LSE row of this (batch, head)'s row 0 (params.hpp's LSE layout): the index of
+  // row-indexed outputs (the LSE, split-KV's partials) is row_index + row * row_map.index_step().
   int64_t row_index;
   float* lse;  // nullptr when the LSE is not written; else lse + row_index
   int64_t q_row_stride;
@@ -87,6 +115,19 @@ struct SequenceInfo {
       seqlen_k = used_k;
     }
     lengths = sequence_lengths(seqlen_q, seqlen_k);
+    rows = seqlen_q;
+    if constexpr (kVariableLengths) {
+      row_map = {0, 1};
+      if (args.pack_gqa) {
+        // The work tile's head is the K/V head; row r is query head kv_head * group + r.
+        kv_head = tile.head;
+        head = kv_head * args.group_size;
+        rows = seqlen_q * args.group_size;
+        q_row_stride = args.q_strides.head;
+        o_row_stride = args.o_strides.head;
+        row_map = {1, args.lse_head_stride};
+      }
+    }
     // The K/V batch entry: a cache's own entry of the sequence (kv_batch_index), or its own.
     int64_t kv_batch = batch;
     if constexpr (kVariableLengths) {
@@ -122,6 +163,34 @@ struct SequenceInfo {
     // row_index again, formed only where the LSE is written: formed unconditionally it changed
     // the register allocation (and the spills) of the d = 128 kernels.
     lse = args.lse == nullptr ? nullptr : args.lse + row_index;
+  }
+
+  // The rows of work tile `m_block` of `block_m` rows that exist, [first, min(+block_m, rows)).
+  FLASHMMA_HOST_DEVICE IndexRange row_tile(int64_t m_block, int64_t block_m) const {
+    const int64_t first = m_block * block_m;
+    return {first, first + block_m < rows ? first + block_m : rows};
+  }
+
+  // The queries of a non-empty range of rows (one query, 0, when packed).
+  FLASHMMA_HOST_DEVICE IndexRange queries_of(const IndexRange& tile_rows) const {
+    return {tile_rows.begin * row_map.query_step(),
+            (tile_rows.end - 1) * row_map.query_step() + 1};
+  }
+
+  // The logical coordinates of row `row` (key 0), for the score policy.
+  FLASHMMA_HOST_DEVICE ScoreCoord row_coord(int64_t row) const {
+    return score_coord(batch, head + row * row_map.head_step(), row * row_map.query_step(), 0);
+  }
+
+  // The row of a row's coordinates (row_coord's inverse): a packed row's query is 0 and its
+  // head tells it, an unpacked row's query is the row.
+  FLASHMMA_HOST_DEVICE int64_t row_of(const ScoreCoord& c) const {
+    return c.query + (row_map.head_step() != 0 ? c.head - head : 0);
+  }
+
+  // Index of row `row` in the row-indexed outputs (LSE, split partials).
+  FLASHMMA_HOST_DEVICE int64_t row_output_index(int64_t row) const {
+    return row_index + row * row_map.index_step();
   }
 
   // The queries of query tile `m_block` of `block_m` rows that exist, [first, min(+block_m, seqlen_q)).

@@ -56,16 +56,16 @@ FLASHMMA_DEVICE void write_output(Warp& warp, Element* staging, const Sequence& 
   }
   __syncwarp();
 
-  const int64_t first_row = warp.origin().query;
+  const int64_t first_row = seq.row_of(warp.origin());
   store_warp_rows<Config>(staging, warp.warp_first_row, seq.o, seq.o_row_stride, first_row,
-                          seq.lengths.seqlen_q, head_dim);
+                          seq.rows, head_dim);
   if (seq.lse != nullptr && fragment::lane_in_quad(lane) == 0) {
 #pragma unroll
     for (int rt = 0; rt < Config::kRowTiles; ++rt) {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r) {
         const int64_t row = first_row + rt * kMmaM + fragment::lane_group(lane) + 8 * r;
-        if (row < seq.lengths.seqlen_q) seq.lse[row] = lse[rt][r];
+        if (row < seq.rows) seq.lse[row * seq.row_map.index_step()] = lse[rt][r];
       }
     }
   }
@@ -82,14 +82,14 @@ FLASHMMA_DEVICE void write_partial_output(Warp& warp, const SplitOutput& out, co
   const int lane = warp.lane;
   float lse[Config::kRowTiles][kRowsPerThread];
   finalize_rows(warp, lse);
-  const int64_t first_row = warp.origin().query;
+  const int64_t first_row = seq.row_of(warp.origin());
 #pragma unroll
   for (int rt = 0; rt < Config::kRowTiles; ++rt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t query = first_row + rt * kMmaM + fragment::lane_group(lane) + 8 * half;
-      if (query >= seq.lengths.seqlen_q) continue;
-      const int64_t row = seq.row_index + query;
+      const int64_t tile_row = first_row + rt * kMmaM + fragment::lane_group(lane) + 8 * half;
+      if (tile_row >= seq.rows) continue;
+      const int64_t row = seq.row_output_index(tile_row);
 #pragma unroll
       for (int t = 0; t < Config::kOutputTiles; ++t) {
         const int column = t * kMmaN + 2 * fragment::lane_in_quad(lane);

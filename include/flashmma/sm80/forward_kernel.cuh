@@ -88,12 +88,14 @@ struct ForwardKernel {
 
     const WorkTile work = Scheduler::work_tile(params.scheduler);
     const Sequence seq(args, work);
-    const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
+    // The tile's rows: queries of one head, or the heads of a GQA group (packed GQA).
+    const IndexRange rows = seq.row_tile(work.m_block, Config::kBlockM);
     if constexpr (kFlexibleSequences) {
       // The grid covers the longest sequence: the query tiles past a shorter one's end have
       // nothing to do (and no partial to write: the combine step reads real rows only).
-      if (queries.empty()) return;
+      if (rows.empty()) return;
     }
+    const IndexRange queries = seq.queries_of(rows);
     TileRange key_tiles =
         flashmma::key_tiles(params.policy, seq.lengths, queries, Config::kBlockN);
     if constexpr (Scheduler::kSplitsKeys) {
@@ -102,16 +104,17 @@ struct ForwardKernel {
 
     // Q is the oldest cp.async group: the schedule's first wait for K also waits for it.
     const TileCopy<Config, Config::kBlockM> q_copy(seq.q_row_stride, args.head_dim);
-    q_copy.issue(q_tile, seq.q, queries.begin, seq.lengths.seqlen_q - queries.begin);
+    q_copy.issue(q_tile, seq.q, rows.begin, seq.rows - rows.begin);
     ptx::cp_async_commit();
 
     const KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles);
-    WarpAttention<Config, Policy> warp;
+    WarpAttention<Config, Policy, typename Sequence::Rows> warp;
     warp.q_tile = q_tile;
     warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;
     warp.lane = static_cast<int>(threadIdx.x) % kWarpSize;
     warp.score_softmax.policy = params.policy;
-    warp.score_softmax.origin = seq.coord(queries.begin + warp.warp_first_row, 0);
+    warp.score_softmax.origin = seq.row_coord(rows.begin + warp.warp_first_row);
+    warp.score_softmax.rows = seq.row_map;
     warp.score_softmax.lengths = seq.lengths;
     warp.score_softmax.queries = queries;
     warp.score_softmax.set_scales(args.softmax_scale, args.softmax_scale_log2);

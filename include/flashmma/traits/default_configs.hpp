@@ -111,6 +111,26 @@ struct DefaultConfig<Element, 256> {
   using compact = SplitTile<Element, 256, 64, 4, SmemLayout::kXorSwizzle>;
 };
 
+// The config of the default dispatch's split kernel (sm80::ForwardKernel with SplitScheduler):
+// every call of variable lengths, on a paged KV cache or with a KV append, every decoding-sized
+// call (a work tile's rows fit one tile of it: a few queries, or the query heads of a GQA group
+// when packed) and every call it splits. 64 rows on 4 warps (one m16 tile each): a decoding
+// tile holds 1-16 real rows, and each padded row costs tensor-core time that a memory-bound call
+// has to hide behind its K/V reads. Two K/V buffers where they fit the compact budget (d <= 128),
+// else the split schedule; 128 keys a step at d <= 64. Every one fits 99 KB, so it has no compact
+// fallback.
+template <class Element, int HeadDim>
+struct SplitKernelConfig {
+  static constexpr bool kSmallHead = HeadDim <= 64;
+  static constexpr bool kTwoBuffers = HeadDim <= 128;
+  static constexpr SmemLayout kLayout =
+      HeadDim % 64 == 0 ? SmemLayout::kXorSwizzle : SmemLayout::kPaddedRows;
+  using type = TileConfig<Element, HeadDim, /*BlockM=*/64, /*BlockN=*/kSmallHead ? 128 : 64,
+                          /*Warps=*/4, /*Stages=*/kTwoBuffers ? 2 : 1, kLayout>;
+};
+template <class Element, int HeadDim>
+using SplitKernelConfigT = typename SplitKernelConfig<Element, HeadDim>::type;
+
 // The general default of a head dim (what forward() runs without a mask on GPUs with the
 // shared memory for it).
 template <class Element, int HeadDim>
