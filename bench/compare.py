@@ -103,7 +103,6 @@ def measure_rows(rows: list[dict], args) -> dict:
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     backends = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-    sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def time_blocked(runners):
         """Each implementation in turn: its warm-up calls, then its timed calls."""
@@ -130,16 +129,10 @@ def measure_rows(rows: list[dict], args) -> dict:
         return flashmma_torch.flash_attn_func(q, k, v, causal=causal)
 
     def sdpa_call(q, k, v, causal, gqa):
-        # SDPA takes (B, H, S, D): transposed views of the (B, S, H, D) inputs, no copy.
-        out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
-                   enable_gqa=gqa)
-        return out.transpose(1, 2)
+        return comparison.sdpa_bshd(torch, q, k, v, causal, gqa)
 
     def backend_call(backend):
-        def call(inputs):
-            with sdpa_kernel(backend):
-                return sdpa_call(*inputs)
-        return call
+        return comparison.sdpa_backend_call(torch, backend)
 
     time_calls = time_interleaved if args.schedule == "interleaved" else time_blocked
 

@@ -43,24 +43,13 @@ def kv_bytes(batch: int, cache: int) -> int:
 
 def measure(args) -> list[dict]:
     import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     sys.path.insert(0, str(REPO / "examples" / "pytorch"))
     import flashmma_torch
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     backends = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-
-    def sdpa_call(q, k, v, gqa):
-        out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=gqa)
-        return out.transpose(1, 2)
-
-    def backend_call(backend):
-        def call(inputs):
-            with sdpa_kernel(backend):
-                return sdpa_call(*inputs)
-        return call
 
     rows = []
     for batch, cache in SHAPES:
@@ -81,14 +70,14 @@ def measure(args) -> list[dict]:
                         call = lambda inputs: flashmma_torch.flash_attn_func(*inputs)  # noqa: E731
                         call_sets = sets
                     else:
-                        call = backend_call(backends[name])
+                        call = comparison.sdpa_backend_call(torch, backends[name])
                         try:
-                            with sdpa_kernel(backends[name]):
-                                sdpa_call(*sets[0], True)
-                            call_sets, mode = [(q, k, v, True) for q, k, v in sets], "native"
+                            call((*sets[0], False, True))
+                            call_sets, mode = [(q, k, v, False, True) for q, k, v in sets], "native"
                         except Exception:
                             call_sets = [(q, k.repeat_interleave(HEADS_Q // HEADS_KV, dim=2),
-                                          v.repeat_interleave(HEADS_Q // HEADS_KV, dim=2), False)
+                                          v.repeat_interleave(HEADS_Q // HEADS_KV, dim=2), False,
+                                          False)
                                          for q, k, v in sets[:2]]
                             mode = "repeat"
                         row["sdpa_gqa"] += (" " if row["sdpa_gqa"] else "") + f"{name}:{mode}"

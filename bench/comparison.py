@@ -42,6 +42,24 @@ def time_interleaved(torch, runners, warmup, iters):
             for name, pairs in events.items()}
 
 
+def sdpa_bshd(torch, q, k, v, causal, gqa):
+    """PyTorch SDPA on (B, S, H, D) tensors: it takes (B, H, S, D), so transposed views (no
+    copy) go in and the output comes back the same way."""
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, enable_gqa=gqa)
+    return out.transpose(1, 2)
+
+
+def sdpa_backend_call(torch, backend):
+    """call(inputs): sdpa_bshd(*inputs) on one SDPA backend (inputs: q, k, v, causal, gqa)."""
+    from torch.nn.attention import sdpa_kernel
+
+    def call(inputs):
+        with sdpa_kernel(backend):
+            return sdpa_bshd(torch, *inputs)
+    return call
+
+
 def ratio(numerator: float, denominator: float) -> float:
     if numerator != numerator or denominator != denominator or denominator <= 0:
         return math.nan

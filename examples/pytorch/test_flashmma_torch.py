@@ -978,7 +978,7 @@ def make_cache(batch, capacity, heads_kv, head_dim, dtype, page_size=None, seed=
 def test_kvcache_append_and_attend(causal, rotary, page_size, dtype):
     batch, capacity, heads_q, heads_kv, head_dim, seqlen_new = 3, 512, 8, 2, 128, 2
     q, _, _ = make_inputs(batch, seqlen_new, 1, heads_q, heads_kv, head_dim, dtype, seed=5)
-    k_new, v_new, _ = make_inputs(batch, seqlen_new, 1, heads_kv, heads_kv, head_dim, dtype, seed=6)
+    k_new, v_new, _ = make_inputs(batch, seqlen_new, seqlen_new, heads_kv, heads_kv, head_dim, dtype, seed=6)
     k_cache, v_cache, table = make_cache(batch, capacity, heads_kv, head_dim, dtype, page_size)
     lengths = torch.tensor([0, 17, capacity - seqlen_new], dtype=torch.int32, device=DEVICE)
     cos = sin = None

@@ -28,8 +28,6 @@ struct KVPages {
   int64_t k_page_stride = 0;       // elements from one page of K to the next
   int64_t v_page_stride = 0;
 
-  FLASHMMA_HOST_DEVICE bool paged() const { return table != nullptr; }
-
   // The offset of key `key`'s row from its head's row 0 of page 0, in a pool whose pages are
   // `page_stride` elements apart and rows `row_stride` apart. The key must exist (its table
   // entry is read).
@@ -42,8 +40,6 @@ struct KVPages {
 };
 
 // The stand-in of kernels that take contiguous K and V only.
-struct NoKVPages {
-  FLASHMMA_HOST_DEVICE constexpr bool paged() const { return false; }
-};
+struct NoKVPages {};
 
 }  // namespace flashmma

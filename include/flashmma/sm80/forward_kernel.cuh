@@ -73,7 +73,9 @@ struct ForwardKernel {
 
   static constexpr int kThreads = Config::kThreads;
   static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
-  static constexpr std::size_t kSmemBytes = Config::kSmemBytes;
+  // A paged cache's stream keeps its row offsets after the K/V stages.
+  static constexpr std::size_t kSmemBytes =
+      Config::kSmemBytes + KVStream<Config, Pages>::kPageSmemBytes;
   static constexpr const char* kName = "forward_kernel";  // in messages
 
   static FLASHMMA_DEVICE void run(const Params& params) {
@@ -107,7 +109,9 @@ struct ForwardKernel {
     q_copy.issue(q_tile, seq.q, rows.begin, seq.rows - rows.begin);
     ptx::cp_async_commit();
 
-    const KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles);
+    const KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles,
+                                     v_stages + Config::kStages * Config::kKVTileElements);
+    kv.prepare();
     WarpAttention<Config, Policy, typename Sequence::Rows> warp;
     warp.q_tile = q_tile;
     warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;

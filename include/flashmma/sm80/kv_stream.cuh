@@ -4,11 +4,20 @@
 // The stream visits the key tiles of a TileRange (key_range.hpp); tile j of the stream (the
 // range's tile first + j) lives in stage j % Stages of the K ring and of the V ring. With Pages =
 // KVPages, K and V are read through the sequence's block table (a paged KV cache,
-// attention/kv_pages.hpp), one key row at a time; with NoKVPages, as contiguous rows. The copies
-// are only issued here; which group they close, and when the block waits for them, is the
-// schedule's business (mainloop.cuh).
+// attention/kv_pages.hpp); with NoKVPages, as contiguous rows. The copies are only issued here;
+// which group they close, and when the block waits for them, is the schedule's business
+// (mainloop.cuh).
+//
+// A paged cache's rows are resolved one tile ahead: issue_v(j) ends by looking up the table
+// entries of tile j + 1's keys and storing each row's K and V offset in a ring of kPageSlots
+// shared-memory slots, so that the copies of a tile read offsets that are already there instead
+// of waiting for the table and dividing by the page size per copy (which, per 16-byte copy,
+// about doubled the instructions of a tile at pages of 16 keys). Every schedule puts a block-wide
+// barrier between issue_v(j) and the first copy of tile j + 1, and between the last copy of a
+// tile and the next write of its slot, given kPageSlots and the tiles prepare() resolves first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -24,14 +33,23 @@ template <class Config, class Pages = NoKVPages>
 class KVStream {
   using Element = typename Config::element_type;
   static constexpr bool kPageable = std::is_same<Pages, KVPages>::value;
+  // Row offsets of a paged cache: the schedules issue up to Stages - 1 tiles back to back before
+  // their first barrier (mainloop.cuh), so prepare() resolves those, and the ring holds one more.
+  static constexpr int kPreparedTiles = Config::kStages > 1 ? Config::kStages - 1 : 1;
+  static constexpr int kPageSlots = kPreparedTiles + 1;
 
  public:
   using config = Config;
+  // Shared memory a paged stream needs beyond the config's: kPageSlots x (K, V) x BlockN
+  // 64-bit row offsets.
+  static constexpr std::size_t kPageSmemBytes =
+      kPageable ? sizeof(int64_t) * kPageSlots * 2 * Config::kBlockN : 0;
 
   // The K/V head of `seq` (a SequenceInfo whose pages are of type Pages).
+  // `page_offsets`: kPageSmemBytes of shared memory (unused without pages).
   template <class Sequence>
   FLASHMMA_DEVICE KVStream(Element* k_stages, Element* v_stages, const Sequence& seq,
-                           int head_dim, const TileRange& tiles)
+                           int head_dim, const TileRange& tiles, void* page_offsets = nullptr)
       : k_stages_(k_stages),
         v_stages_(v_stages),
         first_key_(tiles.first * Config::kBlockN),
@@ -45,7 +63,18 @@ class KVStream {
         num_tiles_(tiles.count),
         pages_(seq.pages),
         k_row_stride_(seq.k_row_stride),
-        v_row_stride_(seq.v_row_stride) {}
+        v_row_stride_(seq.v_row_stride),
+        row_offsets_(static_cast<int64_t*>(page_offsets)) {}
+
+  // Before the schedule's first copy, by every thread: a paged stream resolves the rows of the
+  // tiles its schedule issues before its first barrier. Nothing without pages.
+  FLASHMMA_DEVICE void prepare() const {
+    if constexpr (kPageable) {
+#pragma unroll
+      for (int tile = 0; tile < kPreparedTiles; ++tile) resolve_rows(tile);
+      __syncthreads();
+    }
+  }
 
   FLASHMMA_DEVICE int num_tiles() const { return num_tiles_; }
   // The key of tile `tile`'s first column.
@@ -61,7 +90,7 @@ class KVStream {
   FLASHMMA_DEVICE void issue_k(int tile) const {
     if (tile >= num_tiles_) return;
     if constexpr (kPageable) {
-      issue_paged(k_copy_, k_stages_, k_head_, tile, pages_.k_page_stride, k_row_stride_);
+      issue_paged(k_copy_, k_stages_, k_head_, tile, /*v=*/0);
     } else {
       issue(k_copy_, k_stages_, k_rows_, tile);
     }
@@ -69,7 +98,8 @@ class KVStream {
   FLASHMMA_DEVICE void issue_v(int tile) const {
     if (tile >= num_tiles_) return;
     if constexpr (kPageable) {
-      issue_paged(v_copy_, v_stages_, v_head_, tile, pages_.v_page_stride, v_row_stride_);
+      issue_paged(v_copy_, v_stages_, v_head_, tile, /*v=*/1);
+      if (tile + 1 >= kPreparedTiles) resolve_rows(tile + 1);  // ahead of its first copy
     } else {
       issue(v_copy_, v_stages_, v_rows_, tile);
     }
@@ -89,23 +119,45 @@ class KVStream {
     copy.issue(stages + offset(tile), rows, row, keys_left_ - row);
   }
 
-  // A paged cache: each key's row found through the block table. Keys are below 2^30. Tiles
-  // start at multiples of BlockN, so with pages of a multiple of BlockN keys a tile lies in one
-  // page: one table entry, then the rows are evenly spaced as in a contiguous cache.
+  // The K (v = 0) and V (v = 1) row offsets of tile `tile` in its slot of the ring.
+  FLASHMMA_DEVICE int64_t* row_offsets(int tile, int v) const {
+    return row_offsets_ + ((tile % kPageSlots) * 2 + v) * Config::kBlockN;
+  }
+
+  // A paged cache: the rows of tile `tile` from their offsets (resolve_rows). Tiles start at
+  // multiples of BlockN, so with pages of a multiple of BlockN keys a tile lies in one page: its
+  // rows are then evenly spaced from the first one's, as in a contiguous cache.
   FLASHMMA_DEVICE void issue_paged(const TileCopy<Config, Config::kBlockN>& copy,
-                                   Element* stages, const Element* head, int tile,
-                                   int64_t page_stride, int64_t row_stride) const {
+                                   Element* stages, const Element* head, int tile, int v) const {
     const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
-    const int32_t first = static_cast<int32_t>(first_key_ + row);
+    const int64_t* offsets = row_offsets(tile, v);
     if (pages_.page_size % Config::kBlockN == 0) {
-      copy.issue(stages + offset(tile), head + pages_.row_offset(first, page_stride, row_stride),
-                 0, keys_left_ - row);
+      copy.issue(stages + offset(tile), head + offsets[0], 0, keys_left_ - row);
       return;
     }
-    copy.issue_gathered(
-        stages + offset(tile), head,
-        [&](int r) { return pages_.row_offset(first + r, page_stride, row_stride); },
-        keys_left_ - row);
+    copy.issue_gathered(stages + offset(tile), head, [&](int r) { return offsets[r]; },
+                        keys_left_ - row);
+  }
+
+  // Each key of tile `tile` found through the block table (keys are below 2^30): its K and V
+  // row offsets from the head's row 0 of page 0, into the tile's slot. Rows past the keys get 0
+  // (their copies are zero-fills, and read no table entry).
+  FLASHMMA_DEVICE void resolve_rows(int tile) const {
+    if (tile >= num_tiles_) return;
+    int64_t* const k_offsets = row_offsets(tile, 0);
+    int64_t* const v_offsets = row_offsets(tile, 1);
+    const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
+    for (int r = static_cast<int>(threadIdx.x); r < Config::kBlockN; r += Config::kThreads) {
+      int64_t k_offset = 0;
+      int64_t v_offset = 0;
+      if (row + r < keys_left_) {
+        const int32_t key = static_cast<int32_t>(first_key_ + row + r);
+        k_offset = pages_.row_offset(key, pages_.k_page_stride, k_row_stride_);
+        v_offset = pages_.row_offset(key, pages_.v_page_stride, v_row_stride_);
+      }
+      k_offsets[r] = k_offset;
+      v_offsets[r] = v_offset;
+    }
   }
 
   Element* k_stages_;
@@ -122,6 +174,7 @@ class KVStream {
   Pages pages_;
   int64_t k_row_stride_;
   int64_t v_row_stride_;
+  int64_t* row_offsets_;  // a paged stream's ring of row offsets in shared memory
 };
 
 }  // namespace sm80
