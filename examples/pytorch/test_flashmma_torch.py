@@ -1092,7 +1092,7 @@ def test_kvcache_signature_is_flash_attention_2s():
 
 def test_kvcache_opcheck():
     q, _, _ = make_inputs(2, 2, 1, 4, 2, 64, torch.bfloat16)
-    k_new, v_new, _ = make_inputs(2, 2, 1, 2, 2, 64, torch.bfloat16, seed=1)
+    k_new, v_new, _ = make_inputs(2, 2, 2, 2, 2, 64, torch.bfloat16, seed=1)
     k_cache, v_cache, table = make_cache(2, 64, 2, 64, torch.bfloat16, page_size=16)
     lengths = torch.tensor([3, 40], dtype=torch.int32, device=DEVICE)
     op = torch.ops.flashmma.kvcache_forward.default

@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Split-KV's arithmetic (attention/split_kv.hpp, SplitScheduler): the parts of a key range
 // partition it, the split count follows the occupancy rule, the workspace layout holds every
-// partial once, and the split grid names every (query tile, split) once.
+// partial once, and the split grid names every (query tile, split) once; the rows of a packed
+// GQA work tile (SequenceInfo's PackableRows).
 #include "support/catch.hpp"
 
+#include <cuda_fp16.h>
+
+#include <flashmma/attention/forward_args.hpp>
 #include <flashmma/attention/scheduler.hpp>
+#include <flashmma/attention/sequence_info.hpp>
 #include <flashmma/attention/split_kv.hpp>
+#include <flashmma/params.hpp>
 
 #include <cstdint>
 #include <set>
@@ -139,4 +145,60 @@ TEST_CASE("SplitScheduler: every (query tile, split, head, batch) once", "[split
   CHECK(flashmma::SplitScheduler::work_tile_of(params, 5, 0, 0).m_block == 1u);
   CHECK(flashmma::SplitScheduler::work_tile_of(params, 5, 0, 0).split == 0u);
   CHECK(flashmma::SplitScheduler::work_tile_of(params, 9, 0, 0).split == 4u);
+}
+
+TEST_CASE("packed GQA: a work tile's rows are the query heads of one K/V group", "[split_kv]") {
+  // 12 query heads over 3 K/V heads (groups of 4), one query, d = 64, bshd; LSE [batch, heads, 1].
+  flashmma::ForwardArgs<__half> args{};
+  static __half q[2 * 12 * 64], o[2 * 12 * 64], kv[2 * 100 * 3 * 64];
+  static float lse[2 * 12];
+  args.q = q;
+  args.o = o;
+  args.k = args.v = kv;
+  args.lse = lse;
+  args.seqlen_q = 1;
+  args.seqlen_k = 100;
+  args.heads_q = 12;
+  args.group_size = 4;
+  args.head_dim = 64;
+  args.q_strides = args.o_strides = flashmma::bshd_strides(1, 12, 64);
+  args.k_strides = args.v_strides = flashmma::bshd_strides(100, 3, 64);
+  args.lse_batch_stride = 12;
+  args.lse_head_stride = 1;
+  args.pack_gqa = true;
+  const flashmma::WorkTile tile{0, /*K/V head*/ 2, /*batch*/ 1, 0};
+  const flashmma::SequenceInfo<__half> seq(args, tile);
+  CHECK(seq.kv_head == 2);
+  CHECK(seq.head == 8);
+  CHECK(seq.rows == 4);
+  CHECK(seq.q_row_stride == 64);  // rows step over heads
+  CHECK(seq.q == q + 12 * 64 + 8 * 64);
+  CHECK(seq.row_tile(0, 64).begin == 0);
+  CHECK(seq.row_tile(0, 64).end == 4);
+  CHECK(seq.queries_of(seq.row_tile(0, 64)).begin == 0);  // every row is query 0
+  CHECK(seq.queries_of(seq.row_tile(0, 64)).end == 1);
+  for (int row = 0; row < 4; ++row) {
+    const flashmma::ScoreCoord c = seq.row_coord(row);
+    CHECK(c.head == 8 + row);
+    CHECK(c.query == 0);
+    CHECK(seq.row_of(c) == row);
+    CHECK(seq.row_output_index(row) == 12 + 8 + row);
+    CHECK(seq.row_map.head(8, row) == 8 + row);
+  }
+  // Padding rows (past the group) keep the group's last head in the policy's coordinates.
+  CHECK(seq.row_map.head(8, 4) == 11);
+  CHECK(seq.row_map.head(8 + 16, 5) == 11);
+  CHECK(seq.row_of(seq.row_coord(20)) == 20);  // a padding warp's origin is not clamped
+
+  // Not packed: rows are queries of the work tile's head.
+  args.pack_gqa = false;
+  args.seqlen_q = 7;
+  const flashmma::SequenceInfo<__half> plain(args, flashmma::WorkTile{0, 5, 1, 0});
+  CHECK(plain.rows == 7);
+  CHECK(plain.kv_head == 1);
+  CHECK(plain.row_coord(3).head == 5);
+  CHECK(plain.row_coord(3).query == 3);
+  CHECK(plain.row_map.head(5, 3) == 5);
+  CHECK(plain.row_of(plain.row_coord(3)) == 3);
+  CHECK(plain.queries_of(plain.row_tile(0, 4)).end == 4);
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flashmma/flashmma.cuh"
@@ -234,6 +235,46 @@ TEST_CASE("forward(params) reads a paged KV cache", "[gpu][forward][paged]") {
     check_shapes<__nv_bfloat16>(128, {16, 64}, {0, 1, 3});
   }
   SECTION("fp16, head dim 256, pages of 16 keys") { check_shapes<__half>(256, {16}, {0}); }
+}
+
+// forward<Config, Policy> with a split count and the workspace forward_workspace_bytes<Config>
+// names.
+template <class Config, class Policy>
+flashmma::Status run_config(const ForwardParams& params, const Policy& policy, int num_splits) {
+  ForwardParams p = params;
+  p.num_splits = num_splits;
+  std::size_t bytes = 0;
+  if (flashmma::Status s = flashmma::forward_workspace_bytes<Config>(p, bytes); !s) return s;
+  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(bytes > 0 ? bytes : 1));
+  flashmma::test::poison(workspace);
+  p.workspace = workspace.get();
+  p.workspace_bytes = bytes;
+  const flashmma::Status status = flashmma::forward<Config>(p, policy);
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  return status;
+}
+
+// The paged stream resolves a tile's rows ahead of its copies in a ring of shared-memory slots
+// whose depth follows the schedule (sm80/kv_stream.cuh): the overlapped schedules (three and
+// four K/V stages) issue two and three tiles before their first barrier.
+using OverlappedConfigs =
+    std::tuple<flashmma::TileConfig<__nv_bfloat16, 128, 64, 32, 4, 3, flashmma::SmemLayout::kXorSwizzle>,
+               flashmma::TileConfig<__half, 64, 64, 32, 4, 4, flashmma::SmemLayout::kXorSwizzle>>;
+
+TEMPLATE_LIST_TEST_CASE("forward<Config> reads a paged cache on three and four K/V stages",
+                        "[gpu][forward][paged]", OverlappedConfigs) {
+  using Element = typename TestType::element_type;
+  for (const int64_t page_size : {int64_t{16}, int64_t{48}, int64_t{64}}) {
+    for (const int splits : {0, 3}) {
+      INFO("page size " << page_size << ", num_splits " << splits);
+      PagedTensors<Element> t =
+          make_paged_tensors<Element>(shapes()[0], page_size, TestType::kHeadDim);
+      const flashmma::Status status = run_config<TestType>(t.params, flashmma::FullAttention{}, splits);
+      INFO("forward returned: " << status.message());
+      REQUIRE(status.ok());
+      check_paged_outputs(t, flashmma::FullAttention{});
+    }
+  }
 }
 
 TEST_CASE("a paged cache gives the bits of the same cache laid out contiguously",

@@ -84,8 +84,8 @@ struct ScoreSoftmax {
 
   // Positions are at most 2^30 (score_policy.hpp), so the tile's first key fits in an int too.
   FLASHMMA_DEVICE ScoreCoord coord(int row, int key) const {
-    return {origin.batch, origin.head + row * rows.head_step(),
-            origin.query + row * rows.query_step(), key};
+    return {origin.batch, rows.head(origin.head, row), origin.query + row * rows.query_step(),
+            key};
   }
 
   // Scaled scores to the policy's logits.

@@ -23,6 +23,8 @@ namespace flashmma {
 // QueryRows: row r is query r of the work tile's head (every dense kernel; constant steps, so
 // the compiler folds them away).
 struct QueryRows {
+  // The query head of row `row` of a warp whose first row has head `first_head`.
+  FLASHMMA_HOST_DEVICE static constexpr int32_t head(int32_t first_head, int) { return first_head; }
   FLASHMMA_HOST_DEVICE static constexpr int32_t head_step() { return 0; }
   FLASHMMA_HOST_DEVICE static constexpr int32_t query_step() { return 1; }
   FLASHMMA_HOST_DEVICE static constexpr int64_t index_step() { return 1; }
@@ -34,7 +36,14 @@ struct QueryRows {
 // query head. Runtime steps, for the split kernel (which runs both kinds of call).
 struct PackableRows {
   int32_t heads;        // 1 when packed, else 0
+  int32_t last_head;    // the group's last query head (the work tile's head when not packed)
   int64_t index_stride; // the LSE index step of a row: lse_head_stride when packed, else 1
+  // A packed tile's rows past its group (padding, computed and never stored) keep the group's
+  // last head, so that a policy reading per-head data (ALiBi slopes) stays within the heads.
+  FLASHMMA_HOST_DEVICE int32_t head(int32_t first_head, int row) const {
+    const int32_t h = first_head + row * heads;
+    return h < last_head ? h : last_head;
+  }
   FLASHMMA_HOST_DEVICE int32_t head_step() const { return heads; }
   FLASHMMA_HOST_DEVICE int32_t query_step() const { return 1 - heads; }
   FLASHMMA_HOST_DEVICE int64_t index_step() const { return index_stride; }
@@ -117,7 +126,7 @@ struct SequenceInfo {
     lengths = sequence_lengths(seqlen_q, seqlen_k);
     rows = seqlen_q;
     if constexpr (kVariableLengths) {
-      row_map = {0, 1};
+      row_map = {0, static_cast<int32_t>(head), 1};
       if (args.pack_gqa) {
         // The work tile's head is the K/V head; row r is query head kv_head * group + r.
         kv_head = tile.head;
@@ -125,7 +134,7 @@ struct SequenceInfo {
         rows = seqlen_q * args.group_size;
         q_row_stride = args.q_strides.head;
         o_row_stride = args.o_strides.head;
-        row_map = {1, args.lse_head_stride};
+        row_map = {1, static_cast<int32_t>(head + args.group_size - 1), args.lse_head_stride};
       }
     }
     // The K/V batch entry: a cache's own entry of the sequence (kv_batch_index), or its own.
@@ -177,7 +186,9 @@ struct SequenceInfo {
             (tile_rows.end - 1) * row_map.query_step() + 1};
   }
 
-  // The logical coordinates of row `row` (key 0), for the score policy.
+  // The logical coordinates of row `row` (key 0): a warp's origin, from which ScoreSoftmax
+  // forms its rows' (row_map.head() keeps a packed tile's padding rows on real heads; the
+  // origin itself is not clamped, so that row_of() finds the row of any warp).
   FLASHMMA_HOST_DEVICE ScoreCoord row_coord(int64_t row) const {
     return score_coord(batch, head + row * row_map.head_step(), row * row_map.query_step(), 0);
   }
