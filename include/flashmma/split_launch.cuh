@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The two launches of a split-KV call (attention/split_kv.hpp): the forward kernel with
 // SplitScheduler writing partials, then SplitCombineKernel writing O and the LSE. forward.cuh's
-// launch path comes here when the plan (launch_plan.hpp) has more than one split, and for every
-// call of variable lengths or on a paged KV cache (runs_on_split_kernel).
+// launch path comes here where launch_plan.hpp's plan_split_kernel says: more than one split,
+// variable lengths, a paged KV cache or an append (runs_on_split_kernel), packed GQA, and in
+// the default dispatch every decoding-sized call.
 #pragma once
 
 #include <cuda_runtime.h>
