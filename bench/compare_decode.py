@@ -127,13 +127,15 @@ def table(rows: list[dict], meta: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="CSV path")
+    parser.add_argument("--commit", help="git commit to record (default: git rev-parse --short HEAD)")
     parser.add_argument("--dtype", choices=("fp16", "bf16"), default="bf16")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=30)
     args = parser.parse_args(argv)
     rows = measure(args)
     import torch
-    meta = (f"{torch.cuda.get_device_name()}, commit {git_commit()}, torch {torch.__version__}, "
+    commit = args.commit or git_commit()
+    meta = (f"{torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, "
             f"`{comparison.portable_command(sys.argv)}`; GB/s of K and V read")
     print(table(rows, meta))
     if args.out:

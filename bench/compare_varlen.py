@@ -115,6 +115,7 @@ def table(rows: list[dict], meta: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="CSV path")
+    parser.add_argument("--commit", help="git commit to record (default: git rev-parse --short HEAD)")
     parser.add_argument("--sequences", type=int, default=16)
     parser.add_argument("--longest", type=int, default=8192)
     parser.add_argument("--seed", type=int, default=2026)
@@ -123,7 +124,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     rows = measure(args)
     import torch
-    meta = (f"{torch.cuda.get_device_name()}, commit {git_commit()}, torch {torch.__version__}, "
+    commit = args.commit or git_commit()
+    meta = (f"{torch.cuda.get_device_name()}, commit {commit}, torch {torch.__version__}, "
             f"`{comparison.portable_command(sys.argv)}`; {HEADS} heads, speeds are time ratios "
             f"(> 1: varlen faster)")
     print(table(rows, meta))
