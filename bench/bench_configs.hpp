@@ -59,11 +59,8 @@ inline constexpr flashmma::SmemLayout kSwizzle = flashmma::SmemLayout::kXorSwizz
 // The named configurations (besides "default"): the ring-schedule (Stages = 2) tiles that were
 // the defaults before the split schedule, the 64 x 64 d = 128 tile that was the causal default
 // until the heaviest-first causal order, the overlapped schedule, the compact d = 256 tile on its
-// own, and the d = 256 default of before the split schedule; for decoding, the d = 128 split-kernel
-// tile (SplitKernelConfig: 64 x 64, two stages) with three stages, and with 128 keys a step.
+// own, and the d = 256 default of before the split schedule.
 using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
-                               TileShape<128, 64, 64, 4, 3, kSwizzle>,
-                               TileShape<128, 64, 128, 4, 2, kSwizzle>,
                                TileShape<128, 128, 64, 4, 2, kSwizzle>,
                                TileShape<128, 64, 64, 4, 1, kSwizzle>,
                                TileShape<128, 128, 64, 8, 3, kSwizzle>,
