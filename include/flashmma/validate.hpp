@@ -75,7 +75,7 @@ inline Status invalid(const std::string& message) {
 
 inline std::string tensor_shape(const char* name) {
   const std::string n = name;
-  if (n == "q" || n == "o") return "[batch, seqlen_q, heads_q, head_dim]";
+  if (n == "q" || n == "o" || n == "d_o" || n == "dq") return "[batch, seqlen_q, heads_q, head_dim]";
   if (n == "k_new" || n == "v_new") return "[batch, seqlen_new, heads_kv, head_dim]";
   return "[batch, seqlen_k, heads_kv, head_dim]";
 }

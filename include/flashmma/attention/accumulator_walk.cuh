@@ -11,12 +11,18 @@
 
 namespace flashmma {
 
-// Calls visit(row, column, value&) for each element of acc[kRowTiles][kColumnTiles][4], tiles
-// of 16 x 8 accumulators (row tile rt covers rows [16 rt, 16 rt + 16), column tile t columns
-// [8 t, 8 t + 8)).
+// Calls visit(index, row, column) for each element of accumulators shaped
+// [kRowTiles][kColumnTiles][4], tiles of 16 x 8 (row tile rt covers rows [16 rt, 16 rt + 16),
+// column tile t columns [8 t, 8 t + 8)); index names the element, for any number of arrays of
+// that shape (its fields are compile-time constants once the loops unroll).
+struct AccumulatorIndex {
+  int rt;   // row tile
+  int t;    // column tile
+  int reg;  // register of the C fragment
+};
+
 template <int kRowTiles, int kColumnTiles, class Visitor>
-FLASHMMA_DEVICE void for_each_accumulator(float (&acc)[kRowTiles][kColumnTiles][4], int lane,
-                                          Visitor&& visit) {
+FLASHMMA_DEVICE void for_each_accumulator_index(int lane, Visitor&& visit) {
 #pragma unroll
   for (int rt = 0; rt < kRowTiles; ++rt) {
 #pragma unroll
@@ -24,10 +30,20 @@ FLASHMMA_DEVICE void for_each_accumulator(float (&acc)[kRowTiles][kColumnTiles][
 #pragma unroll
       for (int reg = 0; reg < 4; ++reg) {
         const fragment::Coord c = fragment::c_coord(lane, reg);
-        visit(rt * kMmaM + c.row, t * kMmaN + c.col, acc[rt][t][reg]);
+        visit(AccumulatorIndex{rt, t, reg}, rt * kMmaM + c.row, t * kMmaN + c.col);
       }
     }
   }
+}
+
+// Calls visit(row, column, value&) for each element of acc[kRowTiles][kColumnTiles][4].
+template <int kRowTiles, int kColumnTiles, class Visitor>
+FLASHMMA_DEVICE void for_each_accumulator(float (&acc)[kRowTiles][kColumnTiles][4], int lane,
+                                          Visitor&& visit) {
+  for_each_accumulator_index<kRowTiles, kColumnTiles>(
+      lane, [&](const AccumulatorIndex& i, int row, int column) {
+        visit(row, column, acc[i.rt][i.t][i.reg]);
+      });
 }
 
 }  // namespace flashmma

@@ -28,4 +28,16 @@ FLASHMMA_DEVICE uint32_t pack_pair<__nv_bfloat16>(float first, float second) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// One register of two 16-bit elements back to two fp32 values (exact).
+template <class Element>
+FLASHMMA_DEVICE float2 unpack_pair(uint32_t pair);
+template <>
+FLASHMMA_DEVICE float2 unpack_pair<__half>(uint32_t pair) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&pair));
+}
+template <>
+FLASHMMA_DEVICE float2 unpack_pair<__nv_bfloat16>(uint32_t pair) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pair));
+}
+
 }  // namespace flashmma

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+// flashmma_backward_bench: times flashmma::backward (the three launches of one call) over
+// FlashAttention-2's benchmark sweep, as CSV on stdout:
+//
+//   flashmma_backward_bench [--tile default|NAME] [--dtype fp16|bf16|both] [--iters N]
+//                           [--head-dims 64,128] [--list-tiles]
+//
+// Rows: d in --head-dims, N in {1k, 2k, 4k, 8k, 16k} with B * N = 16384 and H * d = 2048, causal
+// and not. TFLOP/s count 2.5 times the forward's FLOPs (4 B H N^2 d, halved for causal), as
+// FlashAttention's benchmarks do for the backward's five GEMMs against the forward's two.
+// Inputs are N(0, 1); O is N(0, 1) and every LSE log(N) + 0.5, near what such inputs give (the
+// time does not depend on them). The median of --iters timed calls after 3 untimed ones.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "device_buffer.hpp"
+#include "flashmma/backward.cuh"
+
+namespace {
+
+using flashmma_bench::DeviceBuffer;
+
+__global__ void fill_normal_kernel(__half* data, int64_t count, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    const float u1 = ((x >> 40) + 0.5f) / 16777216.f;
+    const float u2 = (((x >> 16) & 0xffffff) + 0.5f) / 16777216.f;
+    const float normal = sqrtf(-2.f * logf(u1)) * cosf(6.2831853f * u2);
+    data[i] = __float2half(normal);  // the bits are reinterpreted for bf16: values stay O(1)
+  }
+}
+
+__global__ void fill_value_kernel(float* data, int64_t count, float value) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    data[i] = value;
+  }
+}
+
+struct Shape {
+  int64_t batch, seqlen, heads, head_dim;
+  bool causal;
+};
+
+using Runner = std::function<flashmma::Status(const flashmma::BackwardParams&)>;
+
+// The tiles a run may time, by name; "default" is backward(params)'s choice.
+template <class Element>
+std::map<std::string, Runner> tiles() {
+  using flashmma::BackwardTileConfig;
+  return {
+      {"default", [](const flashmma::BackwardParams& p) { return flashmma::backward(p); }},
+      {"d128_m32", [](const flashmma::BackwardParams& p) {
+         return flashmma::backward<BackwardTileConfig<Element, 128, 32, 8>>(p);
+       }},
+      {"d64_m32", [](const flashmma::BackwardParams& p) {
+         return flashmma::backward<BackwardTileConfig<Element, 64, 32, 8>>(p);
+       }},
+  };
+}
+
+double time_call(const Shape& s, flashmma::ScalarType dtype, const Runner& run, int iters) {
+  const int64_t q_elements = s.batch * s.seqlen * s.heads * s.head_dim;
+  const std::size_t bytes = static_cast<std::size_t>(q_elements) * 2;
+  DeviceBuffer q(bytes), k(bytes), v(bytes), o(bytes), d_o(bytes), dq(bytes), dk(bytes), dv(bytes),
+      lse(static_cast<std::size_t>(s.batch * s.heads * s.seqlen) * 4);
+  uint64_t seed = 1;
+  for (DeviceBuffer* b : {&q, &k, &v, &o, &d_o}) {
+    fill_normal_kernel<<<1024, 256>>>(b->as<__half>(), q_elements, seed++);
+  }
+  fill_value_kernel<<<1024, 256>>>(lse.as<float>(), s.batch * s.heads * s.seqlen,
+                                   std::log(static_cast<float>(s.seqlen)) + 0.5f);
+  flashmma::BackwardParams p;
+  static_cast<flashmma::ProblemShape&>(p) =
+      flashmma::make_problem_shape(s.batch, s.seqlen, s.seqlen, s.heads, s.heads, s.head_dim);
+  p.dtype = dtype;
+  p.q = q.as<void>();
+  p.k = k.as<void>();
+  p.v = v.as<void>();
+  p.o = o.as<void>();
+  p.d_o = d_o.as<void>();
+  p.lse = lse.as<float>();
+  p.dq = dq.as<void>();
+  p.dk = dk.as<void>();
+  p.dv = dv.as<void>();
+  const flashmma::TensorStrides strides = flashmma::bshd_strides(s.seqlen, s.heads, s.head_dim);
+  p.q_strides = p.k_strides = p.v_strides = p.o_strides = strides;
+  p.do_strides = p.dq_strides = p.dk_strides = p.dv_strides = strides;
+  p.mask = s.causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
+  DeviceBuffer workspace(flashmma::backward_workspace_bytes(p));
+  p.workspace = workspace.as<void>();
+  p.workspace_bytes = flashmma::backward_workspace_bytes(p);
+
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<float> times;
+  for (int i = 0; i < iters + 3; ++i) {
+    cudaEventRecord(start);
+    const flashmma::Status status = run(p);
+    cudaEventRecord(stop);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.message().c_str());
+      std::exit(1);
+    }
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i >= 3) times.push_back(ms);
+  }
+  flashmma_bench::check_cuda(cudaGetLastError(), "backward");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string tile = "default", dtypes = "both", head_dims = "64,128";
+  int iters = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&] {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (arg == "--tile") {
+      tile = value();
+    } else if (arg == "--dtype") {
+      dtypes = value();
+    } else if (arg == "--iters") {
+      iters = std::atoi(value().c_str());
+    } else if (arg == "--head-dims") {
+      head_dims = value();
+    } else if (arg == "--list-tiles") {
+      for (const auto& entry : tiles<__half>()) std::printf("%s\n", entry.first.c_str());
+      return 0;
+    } else {
+      std::fprintf(stderr, "unknown argument %s (see the file's header)\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (tiles<__half>().count(tile) == 0) {
+    std::fprintf(stderr, "unknown tile %s (--list-tiles)\n", tile.c_str());
+    return 2;
+  }
+  int device_count = 0;
+  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 77;
+  }
+  std::vector<int64_t> dims;
+  std::stringstream list(head_dims);
+  for (std::string item; std::getline(list, item, ',');) dims.push_back(std::stoll(item));
+
+  std::printf("tile,dtype,d,seqlen,batch,heads,causal,ms,tflops\n");
+  for (const std::string dtype : {"fp16", "bf16"}) {
+    if (dtypes != "both" && dtypes != dtype) continue;
+    const flashmma::ScalarType type =
+        dtype == "fp16" ? flashmma::ScalarType::kFloat16 : flashmma::ScalarType::kBFloat16;
+    const Runner run = dtype == "fp16" ? tiles<__half>()[tile] : tiles<__nv_bfloat16>()[tile];
+    for (const int64_t d : dims) {
+      for (const int64_t n : {1024, 2048, 4096, 8192, 16384}) {
+        for (const bool causal : {false, true}) {
+          const Shape s{16384 / n, n, 2048 / d, d, causal};
+          const double ms = time_call(s, type, run, iters);
+          const double flops = 2.5 * 4.0 * s.batch * s.heads * double(n) * n * d * (causal ? 0.5 : 1.0);
+          std::printf("%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.1f\n", tile.c_str(), dtype.c_str(),
+                      static_cast<long long>(d), static_cast<long long>(n),
+                      static_cast<long long>(s.batch), static_cast<long long>(s.heads),
+                      causal ? 1 : 0, ms, flops / ms * 1e-9);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return 0;
+}

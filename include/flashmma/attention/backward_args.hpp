@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every backward kernel reads of the call, whatever its architecture: the forward's view of
+// it (ForwardArgs: Q, K, V, O, the LSE, lengths, strides, scales) and the gradients and workspace
+// (filled on the host by detail::make_backward_args in backward.cuh). Kernels read it through
+// BackwardSequence, never field by field.
+#pragma once
+
+#include <cstdint>
+
+#include "flashmma/attention/forward_args.hpp"
+#include "flashmma/attention/scheduler.hpp"
+#include "flashmma/attention/sequence_info.hpp"
+#include "flashmma/macros.hpp"
+#include "flashmma/params.hpp"
+
+namespace flashmma {
+
+template <class Element>
+struct BackwardArgs {
+  ForwardArgs<Element> forward;  // o and lse are read here, never written
+  const Element* d_o;
+  Element* dq;
+  Element* dk;
+  Element* dv;
+  TensorStrides do_strides;
+  TensorStrides dq_strides;
+  TensorStrides dk_strides;
+  TensorStrides dv_strides;
+  // The workspace (backward_params.hpp's BackwardWorkspace): per (batch, query head) a run of
+  // padded_rows rows in each of the three arrays.
+  float* dq_accum;  // row stride head_dim
+  float* lse_log2;  // LSE * log2(e); +inf for a row that saw no key (its P is then 0)
+  float* delta;     // D = dO . O
+  int64_t padded_rows;
+  bool accumulate_dkv;
+
+  // The workspace row of query 0 of (batch, query head).
+  FLASHMMA_HOST_DEVICE int64_t workspace_row(int64_t batch, int64_t head) const {
+    return (batch * forward.heads_q + head) * padded_rows;
+  }
+};
+
+// The facts of one (batch, query head)'s sequence for a backward kernel: the forward's
+// (SequenceInfo: lengths, Q, K, V, O, the LSE row) and the gradients' base pointers and the
+// workspace row of its query 0.
+template <class Element>
+struct BackwardSequence : SequenceInfo<Element, /*kVariableLengths=*/false> {
+  const Element* d_o;
+  Element* dq;
+  Element* dk;  // of the K/V head
+  Element* dv;
+  int64_t do_row_stride;
+  int64_t dq_row_stride;
+  int64_t dk_row_stride;
+  int64_t dv_row_stride;
+  int64_t workspace_row;  // row of query 0 in dq_accum, lse_log2 and delta
+
+  // `tile.head` is a query head; its K/V head is the base's kv_head.
+  FLASHMMA_HOST_DEVICE BackwardSequence(const BackwardArgs<Element>& args, const WorkTile& tile)
+      : SequenceInfo<Element, false>(args.forward, tile),
+        do_row_stride(args.do_strides.row),
+        dq_row_stride(args.dq_strides.row),
+        dk_row_stride(args.dk_strides.row),
+        dv_row_stride(args.dv_strides.row) {
+    const int64_t b = this->batch;
+    d_o = args.d_o + b * args.do_strides.batch + this->head * args.do_strides.head;
+    dq = args.dq + b * args.dq_strides.batch + this->head * args.dq_strides.head;
+    dk = args.dk + b * args.dk_strides.batch + this->kv_head * args.dk_strides.head;
+    dv = args.dv + b * args.dv_strides.batch + this->kv_head * args.dv_strides.head;
+    workspace_row = args.workspace_row(b, this->head);
+  }
+};
+
+}  // namespace flashmma

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every backward kernel does to a tile of recomputed scores, whatever the GEMM: the score
+// policy's transform and mask, the probabilities from the forward's LSE, and dS from dP.
+//
+// The backward keeps the transposed scores S^T = K Q^T in a warp's accumulators (rows are keys,
+// columns queries; attention/accumulator_walk.cuh), so that P^T and dS^T are the A operands of
+// dV += P^T dO and dK += dS^T Q straight from registers. For each (key j, query i):
+//
+//   logit  = transform(scale s)                 (or s itself, scaled inside the exponential)
+//   P      = 2^(logit log2(e) - LSE_i log2(e))  0 where the policy or the sequence ends hide it
+//   factor = transform_gradient(scale s, logit) (only for a policy that transforms scores)
+//   dS     = P (dP - D_i) factor
+//
+// LSE_i log2(e) and D_i come per query from the workspace (attention/backward_rows.cuh): +inf
+// for a row that saw no key, so its P is 0 with or without the mask.
+#pragma once
+
+#include <cstdint>
+
+#include "flashmma/attention/accumulator_walk.cuh"
+#include "flashmma/attention/online_softmax.cuh"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/macros.hpp"
+#include "flashmma/ptx/math.cuh"
+
+namespace flashmma {
+
+template <class Policy>
+struct BackwardScores {
+  Policy policy;
+  SequenceLengths lengths;
+  int32_t batch;
+  int32_t head;  // query head of the current tile
+  float softmax_scale;
+  float softmax_scale_log2;
+  int lane;
+
+  // Gradient factors: one per score for a policy that transforms scores, else none (the
+  // compiler drops an array it never reads).
+  static constexpr bool kFactors = Policy::kTransformsScores;
+
+  // Raw scores S^T (row r: key first_key + r; column c: query first_query + c) to P^T, in place;
+  // `factor` receives d logit / d scaled score. `lse_log2` holds the tile's queries' LSE * log2(e).
+  template <int kRowTiles, int kTiles>
+  FLASHMMA_DEVICE void probabilities(float (&s)[kRowTiles][kTiles][4],
+                                     float (&factor)[kRowTiles][kTiles][4], const float* lse_log2,
+                                     int first_key, int first_query, bool needs_mask) const {
+    for_each_accumulator_index<kRowTiles, kTiles>(
+        lane, [&](const AccumulatorIndex& i, int row, int column) {
+          float& score = s[i.rt][i.t][i.reg];
+          const ScoreCoord c{batch, head, first_query + column, first_key + row};
+          const float reference = lse_log2[column];
+          float p;
+          if constexpr (Policy::kTransformsScores) {
+            const float scaled = score * softmax_scale;
+            const float logit = policy.transform(scaled, c, lengths);
+            factor[i.rt][i.t][i.reg] = policy.transform_gradient(scaled, logit, c, lengths);
+            p = ptx::ex2_approx(fmaf(logit, kLog2e, -reference));
+          } else {
+            p = ptx::ex2_approx(fmaf(score, softmax_scale_log2, -reference));
+          }
+          if (needs_mask) {
+            // | rather than ||: a branch per score costs more than the test it would skip.
+            const bool hidden =
+                (c.key >= lengths.seqlen_k) | !policy_visible(policy, c, lengths);
+            if (hidden) p = 0.f;
+          }
+          score = p;
+        });
+  }
+
+  // dP^T to dS^T in place, from P^T (probabilities) and the tile's queries' D.
+  template <int kRowTiles, int kTiles>
+  FLASHMMA_DEVICE void gradients(float (&dp)[kRowTiles][kTiles][4],
+                                 const float (&p)[kRowTiles][kTiles][4],
+                                 const float (&factor)[kRowTiles][kTiles][4],
+                                 const float* delta) const {
+    for_each_accumulator_index<kRowTiles, kTiles>(
+        lane, [&](const AccumulatorIndex& i, int, int column) {
+          float ds = p[i.rt][i.t][i.reg] * (dp[i.rt][i.t][i.reg] - delta[column]);
+          if constexpr (kFactors) ds *= factor[i.rt][i.t][i.reg];
+          dp[i.rt][i.t][i.reg] = ds;
+        });
+  }
+};
+
+}  // namespace flashmma

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+// The backward pass entry points, in the forward's style:
+//
+//   flashmma::backward<Config>(params, stream)          one BackwardTileConfig with the built-in
+//                                                       policy params ask for (mask, window,
+//                                                       softcap, ALiBi): six kernels compiled
+//   flashmma::backward<Config, Policy>(params, policy, stream)
+//                                                       one BackwardTileConfig, your own policy
+//                                                       (it must define transform_gradient if it
+//                                                       transforms scores)
+//   flashmma::backward(params, stream)                  the default config of the head dim
+//                                                       (traits/backward_config.hpp)
+//
+// Each validates everything first (backward_validate.hpp) and returns an error Status without
+// launching or writing anything when an argument is wrong. A call is three launches on `stream`:
+// the row preprocessing (D = dO . O, the LSE in base 2, dQ's accumulator zeroed), the main
+// kernel (sm80/backward_kernel.cuh), and dQ's conversion. dK and dV are sums in registers and
+// deterministic; dQ is summed with fp32 atomics across key tiles, so its last bits may change
+// from run to run.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "flashmma/backward.cuh holds CUDA kernels: include it from a .cu file compiled by nvcc."
+#else
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "flashmma/attention/backward_args.hpp"
+#include "flashmma/attention/backward_rows.cuh"
+#include "flashmma/attention/builtin_policies.hpp"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/backward_params.hpp"
+#include "flashmma/backward_validate.hpp"
+#include "flashmma/default_dispatch.hpp"
+#include "flashmma/device.hpp"
+#include "flashmma/forward.cuh"
+#include "flashmma/launch.cuh"
+#include "flashmma/sm80/backward_kernel.cuh"
+#include "flashmma/status.hpp"
+#include "flashmma/traits/backward_config.hpp"
+#include "flashmma/validate.hpp"
+
+namespace flashmma {
+
+// What a BackwardTileConfig requires of the call and the device (validate.hpp's checks).
+template <class Config>
+KernelRequirements backward_kernel_requirements() {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  KernelRequirements req;
+  req.dtype = Config::kScalarType;
+  req.head_dim = Config::kHeadDim;
+  req.block_m = Config::kBlockM;
+  req.smem_bytes = Config::kSmemBytes;
+  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  req.variable_lengths = false;
+  req.paged_kv = false;
+  return req;
+}
+
+// The backward kernel type backward<Config> runs for one score policy (its __global__ function
+// is kernel_entry<BackwardKernelFor<Config, Policy>>).
+template <class Config, class Policy>
+using BackwardKernelFor = sm80::BackwardKernel<Config, Policy>;
+
+namespace detail {
+
+template <class Element>
+BackwardArgs<Element> make_backward_args(const BackwardParams& p) {
+  BackwardArgs<Element> args;
+  args.forward = make_forward_args<Element>(p);
+  args.d_o = static_cast<const Element*>(p.d_o);
+  args.dq = static_cast<Element*>(p.dq);
+  args.dk = static_cast<Element*>(p.dk);
+  args.dv = static_cast<Element*>(p.dv);
+  args.do_strides = p.do_strides;
+  args.dq_strides = p.dq_strides;
+  args.dk_strides = p.dk_strides;
+  args.dv_strides = p.dv_strides;
+  const BackwardWorkspace layout = backward_workspace_layout(p);
+  auto* workspace = static_cast<unsigned char*>(p.workspace);
+  args.dq_accum = reinterpret_cast<float*>(workspace + layout.dq_offset);
+  args.lse_log2 = reinterpret_cast<float*>(workspace + layout.lse_log2_offset);
+  args.delta = reinterpret_cast<float*>(workspace + layout.delta_offset);
+  args.padded_rows = layout.padded_rows;
+  args.accumulate_dkv = p.accumulate_dkv;
+  return args;
+}
+
+// The three launches of a validated call.
+template <class Config, class Policy>
+Status launch_backward(const BackwardParams& params, const Policy& policy,
+                       const DeviceInfo& device, cudaStream_t stream) {
+  using Element = typename Config::element_type;
+  using Kernel = BackwardKernelFor<Config, Policy>;
+  if (Status s = validate_for_device(device, backward_kernel_requirements<Config>()); !s) return s;
+  const BackwardArgs<Element> args = make_backward_args<Element>(params);
+  if (Status s = launch_kernel<BackwardPreprocessKernel<Element>>(
+          {args}, row_kernel_grid(args.padded_rows, params.heads_q, params.batch), stream);
+      !s)
+    return s;
+  if (Status s = launch_kernel<Kernel>({args, policy}, Kernel::grid(params), stream); !s) return s;
+  return launch_kernel<BackwardConvertKernel<Element>>(
+      {args}, row_kernel_grid(params.seqlen_q, params.heads_q, params.batch), stream);
+}
+
+}  // namespace detail
+
+// Runs Config with your own score policy (attention/score_policy.hpp): params' mask, window,
+// softcap and ALiBi fields must be unset, as for forward<Config, Policy>.
+template <class Config, class Policy>
+[[nodiscard]] Status backward(const BackwardParams& params, const Policy& policy,
+                              cudaStream_t stream = nullptr) {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(check_backward_policy<Policy>(), "");
+  if (Status s = validate_backward_params(params); !s) return s;
+  if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
+  if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config>()); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return detail::launch_backward<Config>(params, policy, device, stream);
+}
+
+// Runs Config with the built-in policy params ask for (default_dispatch.hpp's six).
+template <class Config>
+[[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  if (Status s = validate_backward_params(params); !s) return s;
+  if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config>()); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return visit_builtin_policy(params, [&](const auto& policy) {
+    return detail::launch_backward<Config>(params, policy, device, stream);
+  });
+}
+
+// The default dispatch: DefaultBackwardConfig of the smallest kernel head dim (64, 128, 256)
+// that holds params.head_dim, with the built-in policy. A translation unit that calls it compiles
+// 36 backward kernels (three head dims, two element types, six policies); backward<Config>
+// compiles six. A template only so that including this header instantiates nothing.
+template <int kUnused = 0>
+[[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
+  if (Status s = validate_backward_params(params); !s) return s;
+  const auto run = [&](auto element) {
+    using Element = decltype(element);
+    switch (backward_kernel_head_dim_for(params.head_dim)) {
+      case 64: return backward<DefaultBackwardConfigT<Element, 64>>(params, stream);
+      case 128: return backward<DefaultBackwardConfigT<Element, 128>>(params, stream);
+      default: return backward<DefaultBackwardConfigT<Element, 256>>(params, stream);
+    }
+  };
+  if (params.dtype == ScalarType::kFloat16) return run(__half{});
+  return run(__nv_bfloat16{});
+}
+
+}  // namespace flashmma
+
+#endif  // __CUDACC__

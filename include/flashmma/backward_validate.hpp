@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// Argument checking for the backward pass. Plain C++: the CPU tests exercise every message.
+// backward() calls it before it touches the device; on error nothing is launched and nothing is
+// written. The forward fields are checked by the forward's own validate_params (one definition of
+// what a valid q, k, v, o, scale and variant are).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "flashmma/backward_params.hpp"
+#include "flashmma/params.hpp"
+#include "flashmma/status.hpp"
+#include "flashmma/validate.hpp"
+
+namespace flashmma {
+
+namespace detail {
+
+// The forward features the backward pass does not take yet, each named.
+inline Status check_backward_supported(const BackwardParams& p) {
+  const struct {
+    const char* name;
+    bool set;
+  } fields[] = {{"cu_seqlens_q", p.cu_seqlens_q != nullptr},
+                {"cu_seqlens_k", p.cu_seqlens_k != nullptr},
+                {"seqused_k", p.seqused_k != nullptr},
+                {"block_table", p.block_table != nullptr},
+                {"kv_batch_index", p.kv_batch_index != nullptr},
+                {"k_new", p.k_new != nullptr},
+                {"v_new", p.v_new != nullptr}};
+  for (const auto& field : fields) {
+    if (field.set) {
+      return invalid(std::string(field.name) +
+                     " is set, but the backward pass takes dense batches only (no variable "
+                     "lengths, paged caches or KV appends yet): leave it null");
+    }
+  }
+  if (p.num_splits > 1) {
+    std::ostringstream os;
+    os << "num_splits must be 0 or 1 for the backward pass, which does not split keys (got "
+       << p.num_splits << ")";
+    return invalid(os.str());
+  }
+  return Status::success();
+}
+
+}  // namespace detail
+
+// Checks the call alone: the forward's fields, the LSE, dO, dQ, dK, dV and the workspace.
+[[nodiscard]] inline Status validate_backward_params(const BackwardParams& p) {
+  if (Status s = detail::check_backward_supported(p); !s) return s;
+  if (Status s = validate_params(p); !s) return s;
+  if (p.lse == nullptr) {
+    return detail::invalid(
+        "lse is null: the backward pass needs the forward's LSE (fp32 [batch, heads_q, "
+        "seqlen_q], natural log, as forward() writes it)");
+  }
+  const struct {
+    const char* name;
+    const void* ptr;
+    const TensorStrides& strides;
+    int64_t seqlen;
+    int64_t heads;
+  } tensors[] = {{"d_o", p.d_o, p.do_strides, p.seqlen_q, p.heads_q},
+                 {"dq", p.dq, p.dq_strides, p.seqlen_q, p.heads_q},
+                 {"dk", p.dk, p.dk_strides, p.seqlen_k, p.heads_kv},
+                 {"dv", p.dv, p.dv_strides, p.seqlen_k, p.heads_kv}};
+  for (const auto& t : tensors) {
+    if (Status s = detail::check_tensor(t.name, t.ptr, t.strides, p.batch, t.seqlen, t.heads); !s)
+      return s;
+  }
+  const std::size_t needed = backward_workspace_bytes(p);
+  if (p.workspace == nullptr || p.workspace_bytes < needed) {
+    std::ostringstream os;
+    os << "workspace: the backward pass needs " << needed
+       << " bytes (backward_workspace_bytes(params): the fp32 dQ accumulator and two fp32 values "
+          "per query row), in params.workspace and params.workspace_bytes; got "
+       << (p.workspace == nullptr ? std::string("none")
+                                  : std::to_string(p.workspace_bytes) + " bytes");
+    return detail::invalid(os.str());
+  }
+  return Status::success();
+}
+
+}  // namespace flashmma

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FlashAttention-2 backward kernel on mma.sync (sm_80+), a composition of the shared layer
+// (sequence facts, the policy's query range, BackwardScores) and the sm80 pieces.
+//
+// One block per (key tile of BlockN keys, K/V head, batch). K and V are loaded once; the block
+// walks the query tiles that see its keys (the policy's query_range: tiles a mask hides are
+// never visited), for every query head of the K/V head's group, so dK and dV are sums over the
+// group kept in registers and written once, with no atomics. Per query tile:
+//
+//   S^T  = K Q^T                     each warp: its 16 keys x BlockM queries
+//   P^T  = exp(transform(S^T) - LSE)  masked as the policy says (BackwardScores)
+//   dV  += P^T dO                    P^T straight from registers
+//   dP^T = V dO^T
+//   dS^T = P^T (dP^T - D)            (times the transform's derivative)
+//   dK  += dS^T Q
+//   dS^T -> shared memory; dQ_tile = dS K, added to the fp32 accumulator with atomics
+//
+// Q, dO and their rows' LSE and D stream through two stages: tile t + 1's copies are issued
+// right after the barrier that makes tile t visible (which also tells that every warp is done
+// with tile t - 1, whose stage and dS buffer are reused). dK is scaled by softmax_scale at the
+// end; dQ by the convert kernel (attention/backward_rows.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flashmma/attention/backward_args.hpp"
+#include "flashmma/attention/backward_scores.cuh"
+#include "flashmma/attention/key_range.hpp"
+#include "flashmma/attention/scheduler.hpp"
+#include "flashmma/attention/score_policy.hpp"
+#include "flashmma/macros.hpp"
+#include "flashmma/ptx/arch_guard.cuh"
+#include "flashmma/ptx/cp_async.cuh"
+#include "flashmma/ptx/pack.cuh"
+#include "flashmma/sm80/backward_warp_mma.cuh"
+#include "flashmma/sm80/tile_io.cuh"
+#include "flashmma/traits/backward_config.hpp"
+
+namespace flashmma {
+namespace sm80 {
+
+template <class Config, class Policy>
+struct BackwardKernel {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(check_backward_policy<Policy>(), "");
+
+  using Element = typename Config::element_type;
+  using arch_tag = typename Config::arch_tag;
+
+  struct Params {
+    BackwardArgs<Element> args;
+    Policy policy;
+  };
+
+  static constexpr int kThreads = Config::kThreads;
+  static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
+  static constexpr std::size_t kSmemBytes = Config::kSmemBytes;
+  static constexpr const char* kName = "backward_kernel";
+
+  static GridShape grid(const ProblemShape& shape) {
+    return {static_cast<unsigned>((shape.seqlen_k + Config::kBlockN - 1) / Config::kBlockN),
+            static_cast<unsigned>(shape.heads_kv), static_cast<unsigned>(shape.batch)};
+  }
+
+  static FLASHMMA_DEVICE void run(const Params& params) {
+#if defined(FLASHMMA_SM80_ENABLED)
+    constexpr int kWarpSize = 32;
+    constexpr int kBlockM = Config::kBlockM;
+    constexpr int kBlockN = Config::kBlockN;
+    const BackwardArgs<Element>& args = params.args;
+    const int head_dim = args.forward.head_dim;
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    Element* const k_tile = reinterpret_cast<Element*>(smem);
+    Element* const v_tile = k_tile + Config::kKVTileElements;
+    Element* const q_stages = v_tile + Config::kKVTileElements;
+    Element* const do_stages = q_stages + Config::kStages * Config::kQTileElements;
+    Element* const ds_t = do_stages + Config::kStages * Config::kQTileElements;
+    float* const lse_stages = reinterpret_cast<float*>(ds_t + Config::kDsElements);
+    float* const delta_stages = lse_stages + Config::kStages * kBlockM;
+
+    const int n_block = static_cast<int>(blockIdx.x);
+    const int kv_head = static_cast<int>(blockIdx.y);
+    const int batch = static_cast<int>(blockIdx.z);
+    const int group = static_cast<int>(args.forward.group_size);
+    const int first_head = kv_head * group;
+    // The group's first query head: its K and V (every head of the group reads them), lengths.
+    const BackwardSequence<Element> kv_seq(
+        args, WorkTile{0, static_cast<unsigned>(first_head), static_cast<unsigned>(batch)});
+    const SequenceLengths lengths = kv_seq.lengths;
+    const int first_key = n_block * kBlockN;
+    const IndexRange keys{first_key, first_key + kBlockN < lengths.seqlen_k
+                                         ? first_key + kBlockN
+                                         : lengths.seqlen_k};
+    const TileRange q_tiles = query_tiles(params.policy, lengths, keys, kBlockM);
+    const int steps = q_tiles.count * group;
+
+    // K and V, once: the oldest cp.async group, waited for with the first query tile.
+    const TileCopy<Config, kBlockN> k_copy(kv_seq.k_row_stride, head_dim);
+    const TileCopy<Config, kBlockN> v_copy(kv_seq.v_row_stride, head_dim);
+    k_copy.issue(k_tile, kv_seq.k, first_key, lengths.seqlen_k - first_key);
+    v_copy.issue(v_tile, kv_seq.v, first_key, lengths.seqlen_k - first_key);
+    ptx::cp_async_commit();
+
+    const TileCopy<Config, kBlockM> q_copy(kv_seq.q_row_stride, head_dim);
+    const TileCopy<Config, kBlockM> do_copy(kv_seq.do_row_stride, head_dim);
+    // Step t: query head first_head + t / count, query tile first + t % count.
+    const auto step_head = [&](int step) { return first_head + step / q_tiles.count; };
+    const auto step_first_query = [&](int step) {
+      return static_cast<int>((q_tiles.first + step % q_tiles.count) * kBlockM);
+    };
+    const auto issue_step = [&](int step) {
+      if (step >= steps) return;
+      const BackwardSequence<Element> seq(
+          args, WorkTile{0, static_cast<unsigned>(step_head(step)), static_cast<unsigned>(batch)});
+      const int first_query = step_first_query(step);
+      const int stage = step % Config::kStages;
+      q_copy.issue(q_stages + stage * Config::kQTileElements, seq.q, first_query,
+                   lengths.seqlen_q - first_query);
+      do_copy.issue(do_stages + stage * Config::kQTileElements, seq.d_o, first_query,
+                    lengths.seqlen_q - first_query);
+      // The rows' LSE and D: whole tiles of the padded workspace rows, 4 floats a copy.
+      constexpr int kRowChunks = kBlockM / 4;
+      const int thread = static_cast<int>(threadIdx.x);
+      if (thread < 2 * kRowChunks) {
+        const bool is_delta = thread >= kRowChunks;
+        const int chunk = is_delta ? thread - kRowChunks : thread;
+        const float* source =
+            (is_delta ? args.delta : args.lse_log2) + seq.workspace_row + first_query + 4 * chunk;
+        float* destination = (is_delta ? delta_stages : lse_stages) + stage * kBlockM + 4 * chunk;
+        ptx::cp_async_cg_16(ptx::smem_address(destination), source, true);
+      }
+    };
+    issue_step(0);
+    ptx::cp_async_commit();
+
+    const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+    const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+    const int key_row = warp / Config::kColumnSplit * kMmaM;  // the warp's 16 keys in the tile
+    const int grad_column = warp % Config::kColumnSplit * Config::kGradColumns;
+    const int dq_row = warp % Config::kDqRowTiles * kMmaM;
+    const int dq_column = warp / Config::kDqRowTiles * Config::kDqColumns;
+
+    BackwardScores<Policy> scores;
+    scores.policy = params.policy;
+    scores.lengths = lengths;
+    scores.batch = batch;
+    scores.softmax_scale = args.forward.softmax_scale;
+    scores.softmax_scale_log2 = args.forward.softmax_scale_log2;
+    scores.lane = lane;
+
+    float dk[Config::kGradTiles][4];
+    float dv[Config::kGradTiles][4];
+    fill_zero(dk);
+    fill_zero(dv);
+
+    for (int step = 0; step < steps; ++step) {
+      ptx::cp_async_wait<0>();
+      __syncthreads();  // tile t visible; every warp is done with tile t - 1 and with dS
+      issue_step(step + 1);
+      ptx::cp_async_commit();
+
+      const int stage = step % Config::kStages;
+      const Element* q_tile = q_stages + stage * Config::kQTileElements;
+      const Element* do_tile = do_stages + stage * Config::kQTileElements;
+      const float* lse_log2 = lse_stages + stage * kBlockM;
+      const float* delta = delta_stages + stage * kBlockM;
+      const int head = step_head(step);
+      const int first_query = step_first_query(step);
+      const IndexRange queries{first_query, first_query + kBlockM < lengths.seqlen_q
+                                                ? first_query + kBlockM
+                                                : lengths.seqlen_q};
+      const bool needs_mask =
+          tile_needs_mask(params.policy, lengths, queries, first_key, kBlockN);
+      scores.head = head;
+
+      float s[1][Config::kQueryTiles][4];
+      float factor[1][Config::kQueryTiles][4];
+      rows_times_rows_t<Config>(s[0], k_tile, key_row, q_tile, lane);
+      scores.probabilities(s, factor, lse_log2, first_key + key_row, first_query, needs_mask);
+      registers_times_tile<Config>(dv, s[0], do_tile, grad_column, lane);
+
+      float dp[1][Config::kQueryTiles][4];
+      rows_times_rows_t<Config>(dp[0], v_tile, key_row, do_tile, lane);
+      scores.gradients(dp, s, factor, delta);
+      registers_times_tile<Config>(dk, dp[0], q_tile, grad_column, lane);
+
+      if (grad_column == 0) store_ds(ds_t, dp[0], key_row, lane);
+      __syncthreads();  // dS^T of every warp visible
+
+      float dq[Config::kDqTiles][4];
+      transposed_times_tile<Config, Config::kDqTiles, Config::kKeySlices, Config::kDsRowStride>(
+          dq, ds_t, dq_row, k_tile, dq_column, lane);
+      add_dq(args.dq_accum + args.workspace_row(batch, head) * head_dim, dq, first_query + dq_row, dq_column,
+             lengths.seqlen_q, head_dim, lane);
+    }
+    ptx::cp_async_wait<0>();  // K and V, when no query tile sees the keys
+
+    // dK = softmax_scale * sum dS^T Q; a key tile that no query sees writes zeros.
+#pragma unroll
+    for (int t = 0; t < Config::kGradTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dk[t][i] *= args.forward.softmax_scale;
+    }
+    store_gradient(kv_seq.dk, kv_seq.dk_row_stride, dk, first_key + key_row, grad_column,
+                   lengths.seqlen_k, head_dim, args.accumulate_dkv, lane);
+    store_gradient(kv_seq.dv, kv_seq.dv_row_stride, dv, first_key + key_row, grad_column,
+                   lengths.seqlen_k, head_dim, args.accumulate_dkv, lane);
+#else
+    (void)params;
+    ptx::trap_missing_instruction();
+#endif
+  }
+
+ private:
+  // The warp's 16 rows of dS^T into the shared [BlockN, BlockM] tile, as element pairs.
+  static FLASHMMA_DEVICE void store_ds(Element* ds_t, const float (&ds)[Config::kQueryTiles][4],
+                                       int key_row, int lane) {
+#pragma unroll
+    for (int t = 0; t < Config::kQueryTiles; ++t) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const fragment::Coord c = fragment::c_coord(lane, 2 * half);
+        *reinterpret_cast<uint32_t*>(ds_t + (key_row + c.row) * Config::kDsRowStride +
+                                     t * kMmaN + c.col) =
+            pack_pair<Element>(ds[t][2 * half], ds[t][2 * half + 1]);
+      }
+    }
+  }
+
+  // dQ of the warp's 16 query rows (from `first_query`) and its columns, added to the fp32
+  // accumulator rows of the head (row stride head_dim); rows past the sequence are skipped.
+  static FLASHMMA_DEVICE void add_dq(float* accumulator, const float (&dq)[Config::kDqTiles][4],
+                                     int first_query, int first_column, int seqlen_q,
+                                     int head_dim, int lane) {
+#pragma unroll
+    for (int t = 0; t < Config::kDqTiles; ++t) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) {
+        const fragment::Coord c = fragment::c_coord(lane, reg);
+        const int query = first_query + c.row;
+        const int column = first_column + t * kMmaN + c.col;
+        if (query < seqlen_q && column < head_dim) {
+          atomicAdd(accumulator + static_cast<int64_t>(query) * head_dim + column, dq[t][reg]);
+        }
+      }
+    }
+  }
+
+  // A warp's 16 rows of dK or dV (from `first_key`) and its columns, as element pairs; with
+  // `accumulate`, added to what the rows hold.
+  static FLASHMMA_DEVICE void store_gradient(Element* rows, int64_t row_stride,
+                                             const float (&grad)[Config::kGradTiles][4],
+                                             int first_key, int first_column, int seqlen_k,
+                                             int head_dim, bool accumulate, int lane) {
+#pragma unroll
+    for (int t = 0; t < Config::kGradTiles; ++t) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const fragment::Coord c = fragment::c_coord(lane, 2 * half);
+        const int key = first_key + c.row;
+        const int column = first_column + t * kMmaN + c.col;
+        if (key >= seqlen_k || column >= head_dim) continue;
+        uint32_t* pair = reinterpret_cast<uint32_t*>(rows + key * row_stride + column);
+        float first = grad[t][2 * half];
+        float second = grad[t][2 * half + 1];
+        if (accumulate) {
+          const float2 old = unpack_pair<Element>(*pair);
+          first += old.x;
+          second += old.y;
+        }
+        *pair = pack_pair<Element>(first, second);
+      }
+    }
+  }
+};
+
+}  // namespace sm80
+}  // namespace flashmma

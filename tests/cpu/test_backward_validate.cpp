@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every error of validate_backward_params, the workspace size and layout, and the backward tile
+// configs' constants: each validation case starts from a valid call, breaks one thing, and checks
+// the code and that the message names it. Fake addresses stand in for device memory.
+#include "support/catch.hpp"
+
+#include <flashmma/backward_params.hpp>
+#include <flashmma/backward_validate.hpp>
+#include <flashmma/traits/backward_config.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace {
+
+using Catch::Contains;
+using flashmma::BackwardParams;
+using flashmma::ErrorCode;
+using flashmma::Status;
+
+void* fake_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+// GQA, every tensor dense BSHD, with a workspace of the size asked.
+BackwardParams valid_params() {
+  BackwardParams p;
+  p.dtype = flashmma::ScalarType::kBFloat16;
+  static_cast<flashmma::ProblemShape&>(p) = flashmma::make_problem_shape(2, 100, 130, 8, 2, 64);
+  p.q = fake_pointer(0x10000);
+  p.k = fake_pointer(0x20000);
+  p.v = fake_pointer(0x30000);
+  p.o = fake_pointer(0x40000);
+  p.lse = static_cast<float*>(fake_pointer(0x50000));
+  p.d_o = fake_pointer(0x60000);
+  p.dq = fake_pointer(0x70000);
+  p.dk = fake_pointer(0x80000);
+  p.dv = fake_pointer(0x90000);
+  const auto q_rows = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+  const auto kv_rows = flashmma::bshd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+  p.q_strides = p.o_strides = p.do_strides = p.dq_strides = q_rows;
+  p.k_strides = p.v_strides = p.dk_strides = p.dv_strides = kv_rows;
+  p.workspace = fake_pointer(0x100000);
+  p.workspace_bytes = flashmma::backward_workspace_bytes(p);
+  return p;
+}
+
+void require_refused(const BackwardParams& p, const std::string& fragment) {
+  const Status s = flashmma::validate_backward_params(p);
+  INFO(s.message());
+  REQUIRE(s.code() == ErrorCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains(fragment));
+}
+
+}  // namespace
+
+TEST_CASE("validate_backward_params accepts a valid call", "[backward][validate]") {
+  const Status s = flashmma::validate_backward_params(valid_params());
+  INFO(s.message());
+  CHECK(s.ok());
+}
+
+TEST_CASE("validate_backward_params names each missing or misaligned gradient tensor",
+          "[backward][validate]") {
+  BackwardParams p = valid_params();
+  p.d_o = nullptr;
+  require_refused(p, "d_o is null");
+  p = valid_params();
+  p.dq = nullptr;
+  require_refused(p, "dq is null: expected a device pointer to a [batch, seqlen_q, heads_q");
+  p = valid_params();
+  p.dk = fake_pointer(0x80002);
+  require_refused(p, "dk must be 16-byte aligned");
+  p = valid_params();
+  p.dv_strides.row = 130;
+  require_refused(p, "dv_strides.row must be a multiple of 8");
+  p = valid_params();
+  p.lse = nullptr;
+  require_refused(p, "lse is null");
+  p = valid_params();
+  p.o = nullptr;
+  require_refused(p, "o is null");
+}
+
+TEST_CASE("validate_backward_params checks the workspace", "[backward][validate]") {
+  BackwardParams p = valid_params();
+  p.workspace = nullptr;
+  require_refused(p, "workspace: the backward pass needs");
+  p = valid_params();
+  p.workspace_bytes -= 1;
+  require_refused(p, "got " + std::to_string(p.workspace_bytes) + " bytes");
+  p = valid_params();
+  p.workspace = fake_pointer(0x100080);
+  require_refused(p, "workspace must be 256-byte aligned");
+}
+
+TEST_CASE("validate_backward_params refuses the forward features it does not take",
+          "[backward][validate]") {
+  const int32_t lengths[3] = {0, 50, 100};
+  BackwardParams p = valid_params();
+  p.cu_seqlens_q = lengths;
+  require_refused(p, "cu_seqlens_q is set, but the backward pass takes dense batches only");
+  p = valid_params();
+  p.block_table = lengths;
+  require_refused(p, "block_table is set");
+  p = valid_params();
+  p.k_new = fake_pointer(0x200000);
+  require_refused(p, "k_new is set");
+  p = valid_params();
+  p.num_splits = 4;
+  require_refused(p, "num_splits must be 0 or 1 for the backward pass");
+}
+
+TEST_CASE("validate_backward_params checks the forward's fields with the forward's rules",
+          "[backward][validate]") {
+  BackwardParams p = valid_params();
+  p.heads_kv = 3;
+  require_refused(p, "heads_q (8) must be a multiple of heads_kv (3)");
+  p = valid_params();
+  p.softcap = -1.f;
+  require_refused(p, "softcap must be 0 (off) or a positive finite number");
+}
+
+TEST_CASE("backward workspace: padded rows, aligned parts, sized for every row",
+          "[backward][workspace]") {
+  const BackwardParams p = valid_params();
+  const flashmma::BackwardWorkspace w = flashmma::backward_workspace_layout(p);
+  CHECK(w.padded_rows == 128);  // 100 rounded up to the row padding
+  const std::size_t rows = 2 * 8 * 128;
+  CHECK(w.dq_offset == 0);
+  CHECK(w.lse_log2_offset == rows * 64 * 4);
+  CHECK(w.delta_offset == w.lse_log2_offset + rows * 4);
+  CHECK(w.bytes == w.delta_offset + rows * 4);
+  CHECK(w.lse_log2_offset % flashmma::kBackwardWorkspaceAlignment == 0);
+  CHECK(w.delta_offset % flashmma::kBackwardWorkspaceAlignment == 0);
+  CHECK(flashmma::backward_workspace_bytes(BackwardParams{}) == 0);
+}
+
+TEST_CASE("backward tile configs: keys per block, dQ's share of the warps",
+          "[backward][traits]") {
+  using D128 = flashmma::DefaultBackwardConfigT<__half, 128>;
+  STATIC_REQUIRE(D128::kBlockN == 128);
+  STATIC_REQUIRE(D128::kDqRowTiles * D128::kDqColumnGroups == D128::kWarps);
+  STATIC_REQUIRE(D128::kDqColumns * D128::kDqColumnGroups == 128);
+  using D256 = flashmma::DefaultBackwardConfigT<__nv_bfloat16, 256>;
+  STATIC_REQUIRE(D256::kBlockN == 64);  // two warps share each 16 keys
+  STATIC_REQUIRE(D256::kGradColumns == 128);
+  STATIC_REQUIRE(D256::kSmemBytes <= 227 * 1024);
+  CHECK(flashmma::backward_kernel_head_dim_for(40) == 64);
+  CHECK(flashmma::backward_kernel_head_dim_for(96) == 128);
+  CHECK(flashmma::backward_kernel_head_dim_for(200) == 256);
+  CHECK(flashmma::backward_kernel_head_dim_for(264) == 0);
+}

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+// backward<Config, Policy> and backward<Config> (the built-in policies from params' fields)
+// against the fp64 host reference (support/backward_reference.hpp), over tiles of every shape
+// the config allows (1 to 8 warps, BlockM 16 to 64, a column split, padded and swizzled rows),
+// odd lengths in both orders, GQA and MQA, every layout, head dims below the kernel's, rows that
+// see no key, an explicit scale, accumulation into dK and dV, and every built-in policy and a
+// user's own (a mask and a transform with its gradient).
+#include "support/catch.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "flashmma/backward.cuh"
+#include "support/attention_case.hpp"
+#include "support/backward_case.cuh"
+#include "support/gpu_helpers.cuh"
+
+namespace {
+
+using flashmma::AlibiBias;
+using flashmma::BackwardParams;
+using flashmma::BackwardTileConfig;
+using flashmma::CausalMask;
+using flashmma::Combined;
+using flashmma::FullAttention;
+using flashmma::ScoreCoord;
+using flashmma::SequenceLengths;
+using flashmma::SlidingWindow;
+using flashmma::Softcap;
+using flashmma::Status;
+using flashmma::test::BackwardCase;
+using flashmma::test::DeviceBuffer;
+using flashmma::test::Layout;
+
+using BackwardConfigs = std::tuple<
+    flashmma::DefaultBackwardConfigT<__half, 64>,
+    flashmma::DefaultBackwardConfigT<__nv_bfloat16, 128>,
+    flashmma::DefaultBackwardConfigT<__half, 256>,
+    BackwardTileConfig<__nv_bfloat16, 32, 16, 2, 1, flashmma::SmemLayout::kPaddedRows>,
+    BackwardTileConfig<__half, 96, 32, 4>>;
+
+// A user's policy: keys and queries in the same chunk of `chunk` positions see each other, and
+// each query head's scores are multiplied by its temperature (d logit / d score = temperature).
+struct ChunkedTemperature : flashmma::ScorePolicyBase {
+  static constexpr bool kMasks = true;
+  static constexpr bool kTransformsScores = true;
+  int32_t chunk = 16;
+  const float* temperatures = nullptr;  // [heads_q]
+
+  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths&) const {
+    return c.query / chunk == c.key / chunk;
+  }
+  FLASHMMA_HOST_DEVICE float transform(float score, const ScoreCoord& c,
+                                       const SequenceLengths&) const {
+    return score * temperatures[c.head];
+  }
+  FLASHMMA_HOST_DEVICE float transform_gradient(float, float, const ScoreCoord& c,
+                                                const SequenceLengths&) const {
+    return temperatures[c.head];
+  }
+};
+
+template <class Config>
+std::vector<BackwardCase> backward_cases() {
+  constexpr int64_t d = Config::kHeadDim;
+  using flashmma::test::backward_case;
+  std::vector<BackwardCase> cases = {
+      backward_case(2, 128, 128, 2, 2, d, Layout::kBSHD),
+      backward_case(1, 77, 133, 4, 2, d, Layout::kBHSD),         // GQA, seqlen_q < seqlen_k
+      backward_case(2, 200, 64, 4, 1, d, Layout::kPaddedBSHD),   // MQA, seqlen_q > seqlen_k
+      backward_case(1, 1, 50, 8, 1, d, Layout::kBSHD),           // one query
+      backward_case(1, 65, 65, 2, 1, d - 8, Layout::kBSHD),      // head_dim below the kernel's
+  };
+  BackwardCase scaled = backward_case(1, 96, 96, 2, 2, d);
+  scaled.softmax_scale = 0.3f;
+  cases.push_back(scaled);
+  BackwardCase accumulate = backward_case(1, 70, 90, 2, 1, d);
+  accumulate.accumulate_dkv = true;
+  cases.push_back(accumulate);
+  return cases;
+}
+
+// backward<Config, Policy> on every case.
+template <class Config, class Policy, class HostPolicy>
+void check_policy(const Policy& policy, const HostPolicy& host_policy) {
+  using Element = typename Config::element_type;
+  for (const BackwardCase& c : backward_cases<Config>()) {
+    flashmma::test::check_backward_case<Element>(c, host_policy, [&](const BackwardParams& p) {
+      return flashmma::backward<Config>(p, policy);
+    });
+  }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("backward: full attention and the causal mask", "[gpu][backward]",
+                        BackwardConfigs) {
+  check_policy<TestType>(FullAttention{}, FullAttention{});
+  check_policy<TestType>(CausalMask{}, CausalMask{});
+}
+
+TEMPLATE_LIST_TEST_CASE("backward: windows, softcap and ALiBi together", "[gpu][backward]",
+                        BackwardConfigs) {
+  const int64_t heads = 8;
+  std::vector<float> slopes;  // [batch 2, heads 8]
+  for (int64_t i = 0; i < 2 * heads; ++i) slopes.push_back(std::exp2(-0.5f * (i + 1)));
+  DeviceBuffer<float> device_slopes(static_cast<int64_t>(slopes.size()));
+  device_slopes.copy_from_host(slopes);
+  const SlidingWindow window{{}, 24, 7};
+  using All = Combined<Softcap, Combined<AlibiBias, SlidingWindow>>;
+  const All policy{{}, Softcap::with_cap(2.f), {{}, AlibiBias{{}, device_slopes.get(), heads}, window}};
+  const All host{{}, Softcap::with_cap(2.f), {{}, AlibiBias{{}, slopes.data(), heads}, window}};
+  check_policy<TestType>(window, window);
+  check_policy<TestType>(policy, host);
+}
+
+TEMPLATE_LIST_TEST_CASE("backward: a user's policy with a mask and a transform",
+                        "[gpu][backward]", BackwardConfigs) {
+  std::vector<float> temperatures;
+  for (int i = 0; i < 8; ++i) temperatures.push_back(0.5f + 0.25f * i);
+  DeviceBuffer<float> device_temperatures(8);
+  device_temperatures.copy_from_host(temperatures);
+  ChunkedTemperature policy;
+  policy.temperatures = device_temperatures.get();
+  ChunkedTemperature host = policy;
+  host.temperatures = temperatures.data();
+  check_policy<TestType>(policy, host);
+}
+
+TEST_CASE("backward<Config>: the built-in policy of params' fields", "[gpu][backward]") {
+  using Config = flashmma::DefaultBackwardConfigT<__nv_bfloat16, 128>;
+  using Element = Config::element_type;
+  std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
+  DeviceBuffer<float> device_slopes(4);
+  device_slopes.copy_from_host(slopes);
+  struct Fields {
+    const char* name;
+    flashmma::MaskKind mask;
+    int64_t left, right;
+    float softcap;
+    bool alibi;
+  };
+  const Fields variants[] = {{"full", flashmma::MaskKind::kNone, -1, -1, 0.f, false},
+                             {"causal", flashmma::MaskKind::kCausal, -1, -1, 0.f, false},
+                             {"window", flashmma::MaskKind::kNone, 16, 4, 0.f, false},
+                             {"softcap causal", flashmma::MaskKind::kCausal, -1, -1, 5.f, false},
+                             {"alibi window", flashmma::MaskKind::kNone, 30, -1, 0.f, true},
+                             {"softcap alibi", flashmma::MaskKind::kNone, -1, -1, 5.f, true}};
+  const BackwardCase c = flashmma::test::backward_case(2, 100, 120, 4, 2, 128);
+  for (const Fields& f : variants) {
+    INFO(f.name);
+    SlidingWindow window{{}, f.left, f.mask == flashmma::MaskKind::kCausal ? 0 : f.right};
+    AlibiBias alibi{{}, slopes.data(), 0};
+    const Softcap cap = Softcap::with_cap(f.softcap > 0.f ? f.softcap : 1.f);
+    const auto launch = [&](BackwardParams p) {
+      p.mask = f.mask;
+      p.window_left = f.left;
+      p.window_right = f.right;
+      p.softcap = f.softcap;
+      p.alibi_slopes = f.alibi ? device_slopes.get() : nullptr;
+      return flashmma::backward<Config>(p);
+    };
+    // The reference applies the same policy the dispatch builds (default_dispatch.hpp).
+    if (f.softcap > 0.f && f.alibi) {
+      flashmma::test::check_backward_case<Element>(
+          c, Combined<Softcap, Combined<AlibiBias, SlidingWindow>>{{}, cap, {{}, alibi, window}},
+          launch);
+    } else if (f.softcap > 0.f) {
+      flashmma::test::check_backward_case<Element>(c, Combined<Softcap, SlidingWindow>{{}, cap, window},
+                                                   launch);
+    } else if (f.alibi) {
+      flashmma::test::check_backward_case<Element>(c, Combined<AlibiBias, SlidingWindow>{{}, alibi, window},
+                                                   launch);
+    } else {
+      flashmma::test::check_backward_case<Element>(c, window, launch);
+    }
+  }
+}
+
+TEST_CASE("backward: refusals launch nothing and name the field", "[gpu][backward]") {
+  using Config = flashmma::DefaultBackwardConfigT<__half, 64>;
+  BackwardParams p;
+  static_cast<flashmma::ProblemShape&>(p) = flashmma::make_problem_shape(1, 16, 16, 1, 1, 64);
+  const Status no_q = flashmma::backward<Config>(p);
+  CHECK(no_q.code() == flashmma::ErrorCode::kInvalidArgument);
+  CHECK(no_q.message().find("q is null") != std::string::npos);
+  p.head_dim = 128;
+  const Status too_wide = flashmma::backward<Config>(p);
+  CHECK(!too_wide.ok());
+}

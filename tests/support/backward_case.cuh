@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+// One backward case on the GPU against the host reference (support/backward_reference.hpp):
+// random Q, K, V, dO rounded to the element type, O and the LSE from the reference (rounded as
+// the forward would write them), tensors in any test layout (inputs' padding NaN, outputs'
+// poisoned), then dQ, dK, dV compared with the fp64 gradients.
+//
+// Accuracy: the relative L2 error of each gradient (over the elements the tensor holds) must stay
+// under kBackwardRelativeL2<Element>, a few times the forward's output bound: the backward rounds
+// P, dS and dO to the element type before its GEMMs, as FlashAttention's does. A wrong scale,
+// mask, row or transform moves a gradient by O(1) of its norm. Every element outside the tensors
+// (layout padding, the guard after the end) must keep its poison.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+
+#include "flashmma/backward_params.hpp"
+#include "flashmma/params.hpp"
+#include "flashmma/traits/element.hpp"
+#include "support/attention_case.hpp"
+#include "support/backward_reference.hpp"
+#include "support/gpu_helpers.cuh"
+#include "support/random_values.hpp"
+#include "support/reference.hpp"
+
+namespace flashmma {
+namespace test {
+
+template <class Element>
+inline constexpr double kBackwardRelativeL2 = 4 * Tolerance<Element>::kRelativeL2;
+
+// A backward case: the shape, the layout of every tensor, the scale and the gradient mode.
+struct BackwardCase : ProblemShape {
+  explicit BackwardCase(const ProblemShape& shape) : ProblemShape(shape) {}
+  Layout layout = Layout::kBSHD;
+  float softmax_scale = std::numeric_limits<float>::quiet_NaN();
+  bool accumulate_dkv = false;
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << "batch=" << batch << " seqlen_q=" << seqlen_q << " seqlen_k=" << seqlen_k
+       << " heads_q=" << heads_q << " heads_kv=" << heads_kv << " head_dim=" << head_dim
+       << " layout=" << layout_name(layout) << " scale=" << softmax_scale
+       << (accumulate_dkv ? " accumulate" : "");
+    return os.str();
+  }
+};
+
+inline BackwardCase backward_case(int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                                  int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                                  Layout layout = Layout::kBSHD) {
+  BackwardCase c(make_problem_shape(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim));
+  c.layout = layout;
+  return c;
+}
+
+// A device tensor of `seqlen` x `heads` rows in the case's layout, from or to dense BSHD doubles.
+template <class Element>
+struct LayoutTensor {
+  DeviceBuffer<Element> buffer;
+  TensorStrides strides;
+  int64_t batch, seqlen, heads, head_dim;
+  Layout layout;
+
+  LayoutTensor(Layout layout_, int64_t batch_, int64_t seqlen_, int64_t heads_, int64_t head_dim_)
+      : buffer(layout_elements(layout_, batch_, seqlen_, heads_, head_dim_) + kGuardElements),
+        strides(layout_strides(layout_, seqlen_, heads_, head_dim_)),
+        batch(batch_),
+        seqlen(seqlen_),
+        heads(heads_),
+        head_dim(head_dim_),
+        layout(layout_) {}
+
+  // Every element NaN / poison, then the tensor's own elements from `dense` (if given).
+  void upload(const std::vector<double>* dense) {
+    std::vector<Element> host(static_cast<std::size_t>(buffer.size()));
+    Element poison_value;
+    std::memset(&poison_value, kPoisonByte, sizeof(Element));
+    for (Element& x : host) x = poison_value;
+    if (dense != nullptr) {
+      for_each_row([&](int64_t dense_row, int64_t offset) {
+        for (int64_t x = 0; x < head_dim; ++x) {
+          host[offset + x] = from_double<Element>((*dense)[dense_row * head_dim + x]);
+        }
+      });
+    }
+    buffer.copy_from_host(host);
+  }
+
+  // The tensor's elements as dense BSHD doubles; `untouched` counts the elements outside the
+  // tensor that lost their poison.
+  std::vector<double> download(int64_t& untouched_lost) const {
+    const std::vector<Element> host = buffer.to_host();
+    std::vector<double> dense(static_cast<std::size_t>(batch * seqlen * heads * head_dim));
+    std::vector<bool> inside(host.size(), false);
+    for_each_row([&](int64_t dense_row, int64_t offset) {
+      for (int64_t x = 0; x < head_dim; ++x) {
+        dense[dense_row * head_dim + x] = to_double(host[offset + x]);
+        inside[offset + x] = true;
+      }
+    });
+    untouched_lost = 0;
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      if (!inside[i] && !is_poison(host[i])) ++untouched_lost;
+    }
+    return dense;
+  }
+
+  template <class Visit>
+  void for_each_row(Visit&& visit) const {
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t s = 0; s < seqlen; ++s) {
+        for (int64_t h = 0; h < heads; ++h) {
+          visit((b * seqlen + s) * heads + h, element_offset(strides, b, s, h));
+        }
+      }
+    }
+  }
+};
+
+// || got - want ||_2 / || want ||_2 (0 when both are zero).
+inline double relative_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double error = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    error += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  if (norm == 0) return std::sqrt(error);
+  return std::sqrt(error / norm);
+}
+
+inline bool all_finite(const std::vector<double>& values) {
+  for (double x : values) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+// Runs `launch(params)` (a flashmma::backward call returning Status) on the case with
+// `host_policy` in the reference, and checks dQ, dK and dV.
+template <class Element, class HostPolicy, class Launch>
+void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, Launch&& launch) {
+  INFO(c.describe());
+  const double scale = resolved_softmax_scale(c.softmax_scale, c.head_dim);
+  const unsigned seed = static_cast<unsigned>(c.batch * 131 + c.seqlen_q * 31 + c.seqlen_k * 7 +
+                                              c.heads_q * 3 + c.head_dim);
+  const auto rounded = [](std::vector<double> values) {
+    for (double& x : values) x = round_to<Element>(x);
+    return values;
+  };
+  const std::vector<double> q = rounded(normal_values(c.q_elements(), seed));
+  const std::vector<double> k = rounded(normal_values(c.kv_elements(), seed + 1));
+  const std::vector<double> v = rounded(normal_values(c.kv_elements(), seed + 2));
+  const std::vector<double> d_o = rounded(normal_values(c.q_elements(), seed + 3));
+  const BackwardReference ref = backward_reference(c, scale, host_policy, q, k, v, d_o);
+  const std::vector<double> o = rounded(ref.o);
+
+  const auto query_rows = [&] {
+    return LayoutTensor<Element>(c.layout, c.batch, c.seqlen_q, c.heads_q, c.head_dim);
+  };
+  const auto key_rows = [&] {
+    return LayoutTensor<Element>(c.layout, c.batch, c.seqlen_k, c.heads_kv, c.head_dim);
+  };
+  LayoutTensor<Element> q_t = query_rows(), o_t = query_rows(), do_t = query_rows(),
+                        dq_t = query_rows();
+  LayoutTensor<Element> k_t = key_rows(), v_t = key_rows(), dk_t = key_rows(), dv_t = key_rows();
+  q_t.upload(&q);
+  k_t.upload(&k);
+  v_t.upload(&v);
+  o_t.upload(&o);
+  do_t.upload(&d_o);
+  dq_t.upload(nullptr);
+  // With accumulate_dkv, dK and dV start at the reference gradients and must end at twice them.
+  dk_t.upload(c.accumulate_dkv ? &ref.dk : nullptr);
+  dv_t.upload(c.accumulate_dkv ? &ref.dv : nullptr);
+
+  std::vector<float> lse(ref.lse.size());
+  for (std::size_t i = 0; i < lse.size(); ++i) lse[i] = static_cast<float>(ref.lse[i]);
+  DeviceBuffer<float> lse_buffer(static_cast<int64_t>(lse.size()));
+  lse_buffer.copy_from_host(lse);
+
+  BackwardParams p;
+  static_cast<ProblemShape&>(p) = c;
+  p.dtype = ElementTraits<Element>::kScalarType;
+  p.q = q_t.buffer.get();
+  p.k = k_t.buffer.get();
+  p.v = v_t.buffer.get();
+  p.o = o_t.buffer.get();
+  p.lse = lse_buffer.get();
+  p.d_o = do_t.buffer.get();
+  p.dq = dq_t.buffer.get();
+  p.dk = dk_t.buffer.get();
+  p.dv = dv_t.buffer.get();
+  p.q_strides = q_t.strides;
+  p.k_strides = k_t.strides;
+  p.v_strides = v_t.strides;
+  p.o_strides = o_t.strides;
+  p.do_strides = do_t.strides;
+  p.dq_strides = dq_t.strides;
+  p.dk_strides = dk_t.strides;
+  p.dv_strides = dv_t.strides;
+  p.softmax_scale = c.softmax_scale;
+  p.accumulate_dkv = c.accumulate_dkv;
+  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(backward_workspace_bytes(p)));
+  poison(workspace);  // the kernels must initialize what they read of it
+  p.workspace = workspace.get();
+  p.workspace_bytes = workspace.bytes();
+
+  const Status status = launch(p);
+  INFO(status.message());
+  REQUIRE(status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const struct {
+    const char* name;
+    const LayoutTensor<Element>& tensor;
+    const std::vector<double>& want;
+    double factor;
+  } gradients[] = {{"dq", dq_t, ref.dq, 1.0},
+                   {"dk", dk_t, ref.dk, c.accumulate_dkv ? 2.0 : 1.0},
+                   {"dv", dv_t, ref.dv, c.accumulate_dkv ? 2.0 : 1.0}};
+  for (const auto& g : gradients) {
+    int64_t lost = 0;
+    const std::vector<double> got = g.tensor.download(lost);
+    std::vector<double> want = g.want;
+    for (double& x : want) x *= g.factor;
+    const double error = relative_l2(got, want);
+    const bool finite = all_finite(got);
+    INFO(g.name << ": relative L2 error " << error << " (bound " << kBackwardRelativeL2<Element>
+                << "), elements outside the tensor written: " << lost);
+    CHECK(finite);
+    CHECK(error <= kBackwardRelativeL2<Element>);
+    CHECK(lost == 0);
+  }
+}
+
+}  // namespace test
+}  // namespace flashmma
