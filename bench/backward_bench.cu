@@ -3,7 +3,7 @@
 // FlashAttention-2's benchmark sweep, as CSV on stdout:
 //
 //   flashmma_backward_bench [--tile default|NAME] [--dtype fp16|bf16|both] [--iters N]
-//                           [--head-dims 64,128] [--list-tiles]
+//                           [--head-dims 64,128] [--seqlens 1024,...,16384] [--list-tiles]
 //
 // Rows: d in --head-dims, N in {1k, 2k, 4k, 8k, 16k} with B * N = 16384 and H * d = 2048, causal
 // and not. TFLOP/s count 2.5 times the forward's FLOPs (4 B H N^2 d, halved for causal), as
@@ -66,8 +66,11 @@ std::map<std::string, Runner> tiles() {
       {"d128_m32", [](const flashmma::BackwardParams& p) {
          return flashmma::backward<BackwardTileConfig<Element, 128, 32, 8>>(p);
        }},
-      {"d64_m32", [](const flashmma::BackwardParams& p) {
-         return flashmma::backward<BackwardTileConfig<Element, 64, 32, 8>>(p);
+      {"d64_m128", [](const flashmma::BackwardParams& p) {
+         return flashmma::backward<BackwardTileConfig<Element, 64, 128, 8>>(p);
+       }},
+      {"d128_c2", [](const flashmma::BackwardParams& p) {
+         return flashmma::backward<BackwardTileConfig<Element, 128, 64, 8, 2>>(p);
        }},
   };
 }
@@ -131,7 +134,8 @@ double time_call(const Shape& s, flashmma::ScalarType dtype, const Runner& run, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string tile = "default", dtypes = "both", head_dims = "64,128";
+  std::string tile = "default", dtypes = "both", head_dims = "64,128",
+              seqlens = "1024,2048,4096,8192,16384";
   int iters = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -150,6 +154,8 @@ int main(int argc, char** argv) {
       iters = std::atoi(value().c_str());
     } else if (arg == "--head-dims") {
       head_dims = value();
+    } else if (arg == "--seqlens") {
+      seqlens = value();
     } else if (arg == "--list-tiles") {
       for (const auto& entry : tiles<__half>()) std::printf("%s\n", entry.first.c_str());
       return 0;
@@ -167,9 +173,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no CUDA device\n");
     return 77;
   }
-  std::vector<int64_t> dims;
-  std::stringstream list(head_dims);
-  for (std::string item; std::getline(list, item, ',');) dims.push_back(std::stoll(item));
+  const auto numbers = [](const std::string& text) {
+    std::vector<int64_t> values;
+    std::stringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) values.push_back(std::stoll(item));
+    return values;
+  };
+  const std::vector<int64_t> dims = numbers(head_dims);
 
   std::printf("tile,dtype,d,seqlen,batch,heads,causal,ms,tflops\n");
   for (const std::string dtype : {"fp16", "bf16"}) {
@@ -178,7 +188,7 @@ int main(int argc, char** argv) {
         dtype == "fp16" ? flashmma::ScalarType::kFloat16 : flashmma::ScalarType::kBFloat16;
     const Runner run = dtype == "fp16" ? tiles<__half>()[tile] : tiles<__nv_bfloat16>()[tile];
     for (const int64_t d : dims) {
-      for (const int64_t n : {1024, 2048, 4096, 8192, 16384}) {
+      for (const int64_t n : numbers(seqlens)) {
         for (const bool causal : {false, true}) {
           const Shape s{16384 / n, n, 2048 / d, d, causal};
           const double ms = time_call(s, type, run, iters);

@@ -54,6 +54,11 @@ struct BackwardSequence : SequenceInfo<Element, /*kVariableLengths=*/false> {
   int64_t dk_row_stride;
   int64_t dv_row_stride;
   int64_t workspace_row;  // row of query 0 in dq_accum, lse_log2 and delta
+  // Steps from this query head to the next one of the group (heads g of a group are
+  // head + g): its Q, dO and workspace rows are at q + g * q_head_stride, and so on.
+  int64_t q_head_stride;
+  int64_t do_head_stride;
+  int64_t workspace_head_stride;
 
   // `tile.head` is a query head; its K/V head is the base's kv_head.
   FLASHMMA_HOST_DEVICE BackwardSequence(const BackwardArgs<Element>& args, const WorkTile& tile)
@@ -61,13 +66,23 @@ struct BackwardSequence : SequenceInfo<Element, /*kVariableLengths=*/false> {
         do_row_stride(args.do_strides.row),
         dq_row_stride(args.dq_strides.row),
         dk_row_stride(args.dk_strides.row),
-        dv_row_stride(args.dv_strides.row) {
+        dv_row_stride(args.dv_strides.row),
+        q_head_stride(args.forward.q_strides.head),
+        do_head_stride(args.do_strides.head),
+        workspace_head_stride(args.padded_rows) {
     const int64_t b = this->batch;
     d_o = args.d_o + b * args.do_strides.batch + this->head * args.do_strides.head;
     dq = args.dq + b * args.dq_strides.batch + this->head * args.dq_strides.head;
     dk = args.dk + b * args.dk_strides.batch + this->kv_head * args.dk_strides.head;
     dv = args.dv + b * args.dv_strides.batch + this->kv_head * args.dv_strides.head;
     workspace_row = args.workspace_row(b, this->head);
+  }
+
+  // Q, dO and the workspace row of query 0 of query head head + g.
+  FLASHMMA_HOST_DEVICE const Element* q_of(int g) const { return this->q + g * q_head_stride; }
+  FLASHMMA_HOST_DEVICE const Element* d_o_of(int g) const { return d_o + g * do_head_stride; }
+  FLASHMMA_HOST_DEVICE int64_t workspace_row_of(int g) const {
+    return workspace_row + g * workspace_head_stride;
   }
 };
 

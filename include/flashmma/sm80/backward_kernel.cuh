@@ -5,20 +5,21 @@
 // One block per (key tile of BlockN keys, K/V head, batch). K and V are loaded once; the block
 // walks the query tiles that see its keys (the policy's query_range: tiles a mask hides are
 // never visited), for every query head of the K/V head's group, so dK and dV are sums over the
-// group kept in registers and written once, with no atomics. Per query tile:
+// group kept in registers and written once, with no atomics. Per query tile t:
 //
-//   S^T  = K Q^T                     each warp: its 16 keys x BlockM queries
+//   S^T  = K Q^T,  dP^T = V dO^T     each warp: its 16 keys x BlockM queries
 //   P^T  = exp(transform(S^T) - LSE)  masked as the policy says (BackwardScores)
 //   dV  += P^T dO                    P^T straight from registers
-//   dP^T = V dO^T
 //   dS^T = P^T (dP^T - D)            (times the transform's derivative)
 //   dK  += dS^T Q
-//   dS^T -> shared memory; dQ_tile = dS K, added to the fp32 accumulator with atomics
+//   dS^T -> shared memory (one of two buffers)
+//   after the next barrier: dQ_t = dS_t K, added to the fp32 accumulator with atomics
 //
 // Q, dO and their rows' LSE and D stream through two stages: tile t + 1's copies are issued
-// right after the barrier that makes tile t visible (which also tells that every warp is done
-// with tile t - 1, whose stage and dS buffer are reused). dK is scaled by softmax_scale at the
-// end; dQ by the convert kernel (attention/backward_rows.cuh).
+// right after the one barrier of step t, which makes tile t and dS_{t-1} visible and tells that
+// every warp is done with tile t - 1 (whose stage tile t + 1 reuses) and with dS_{t-2} (whose
+// buffer dS_t reuses). dK is scaled by softmax_scale at the end; dQ by the convert kernel
+// (attention/backward_rows.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -75,13 +76,13 @@ struct BackwardKernel {
     const int head_dim = args.forward.head_dim;
 
     extern __shared__ __align__(16) unsigned char smem[];
-    Element* const k_tile = reinterpret_cast<Element*>(smem);
-    Element* const v_tile = k_tile + Config::kKVTileElements;
-    Element* const q_stages = v_tile + Config::kKVTileElements;
-    Element* const do_stages = q_stages + Config::kStages * Config::kQTileElements;
-    Element* const ds_t = do_stages + Config::kStages * Config::kQTileElements;
-    float* const lse_stages = reinterpret_cast<float*>(ds_t + Config::kDsElements);
-    float* const delta_stages = lse_stages + Config::kStages * kBlockM;
+    Element* const k_tile = reinterpret_cast<Element*>(smem + Config::kKOffset);
+    Element* const v_tile = reinterpret_cast<Element*>(smem + Config::kVOffset);
+    Element* const q_stages = reinterpret_cast<Element*>(smem + Config::kQOffset);
+    Element* const do_stages = reinterpret_cast<Element*>(smem + Config::kDoOffset);
+    Element* const ds_t = reinterpret_cast<Element*>(smem + Config::kDsOffset);
+    float* const lse_stages = reinterpret_cast<float*>(smem + Config::kLseOffset);
+    float* const delta_stages = reinterpret_cast<float*>(smem + Config::kDeltaOffset);
 
     const int n_block = static_cast<int>(blockIdx.x);
     const int kv_head = static_cast<int>(blockIdx.y);
@@ -108,20 +109,19 @@ struct BackwardKernel {
 
     const TileCopy<Config, kBlockM> q_copy(kv_seq.q_row_stride, head_dim);
     const TileCopy<Config, kBlockM> do_copy(kv_seq.do_row_stride, head_dim);
-    // Step t: query head first_head + t / count, query tile first + t % count.
-    const auto step_head = [&](int step) { return first_head + step / q_tiles.count; };
+    // Step t: query head first_head + t / count (group member g), query tile first + t % count.
+    const auto step_member = [&](int step) { return step / q_tiles.count; };
     const auto step_first_query = [&](int step) {
       return static_cast<int>((q_tiles.first + step % q_tiles.count) * kBlockM);
     };
     const auto issue_step = [&](int step) {
       if (step >= steps) return;
-      const BackwardSequence<Element> seq(
-          args, WorkTile{0, static_cast<unsigned>(step_head(step)), static_cast<unsigned>(batch)});
+      const int g = step_member(step);
       const int first_query = step_first_query(step);
       const int stage = step % Config::kStages;
-      q_copy.issue(q_stages + stage * Config::kQTileElements, seq.q, first_query,
+      q_copy.issue(q_stages + stage * Config::kQTileElements, kv_seq.q_of(g), first_query,
                    lengths.seqlen_q - first_query);
-      do_copy.issue(do_stages + stage * Config::kQTileElements, seq.d_o, first_query,
+      do_copy.issue(do_stages + stage * Config::kQTileElements, kv_seq.d_o_of(g), first_query,
                     lengths.seqlen_q - first_query);
       // The rows' LSE and D: whole tiles of the padded workspace rows, 4 floats a copy.
       constexpr int kRowChunks = kBlockM / 4;
@@ -129,8 +129,8 @@ struct BackwardKernel {
       if (thread < 2 * kRowChunks) {
         const bool is_delta = thread >= kRowChunks;
         const int chunk = is_delta ? thread - kRowChunks : thread;
-        const float* source =
-            (is_delta ? args.delta : args.lse_log2) + seq.workspace_row + first_query + 4 * chunk;
+        const float* source = (is_delta ? args.delta : args.lse_log2) +
+                              kv_seq.workspace_row_of(g) + first_query + 4 * chunk;
         float* destination = (is_delta ? delta_stages : lse_stages) + stage * kBlockM + 4 * chunk;
         ptx::cp_async_cg_16(ptx::smem_address(destination), source, true);
       }
@@ -158,45 +158,51 @@ struct BackwardKernel {
     fill_zero(dk);
     fill_zero(dv);
 
-    for (int step = 0; step < steps; ++step) {
+    // One barrier per step: it makes tile t (and the dS^T of tile t - 1) visible and tells that
+    // every warp is done with tile t - 1's operands and with the dS^T buffer tile t writes. dQ of
+    // tile t - 1 is formed after it, from its own dS^T buffer, so the atomics of one tile overlap
+    // the GEMMs of the next.
+    for (int step = 0; step <= steps && steps > 0; ++step) {
       ptx::cp_async_wait<0>();
-      __syncthreads();  // tile t visible; every warp is done with tile t - 1 and with dS
+      __syncthreads();
       issue_step(step + 1);
       ptx::cp_async_commit();
+
+      if (step > 0) {
+        const int previous = step - 1;
+        float dq[Config::kDqTiles][4];
+        transposed_times_tile<Config, Config::kDqTiles, Config::kKeySlices,
+                              Config::kDsRowStride>(dq, ds_buffer(ds_t, previous), dq_row, k_tile,
+                                                    dq_column, lane);
+        add_dq(args.dq_accum + kv_seq.workspace_row_of(step_member(previous)) * head_dim, dq,
+               step_first_query(previous) + dq_row, dq_column, lengths.seqlen_q, head_dim, lane);
+      }
+      if (step == steps) break;
 
       const int stage = step % Config::kStages;
       const Element* q_tile = q_stages + stage * Config::kQTileElements;
       const Element* do_tile = do_stages + stage * Config::kQTileElements;
       const float* lse_log2 = lse_stages + stage * kBlockM;
       const float* delta = delta_stages + stage * kBlockM;
-      const int head = step_head(step);
       const int first_query = step_first_query(step);
       const IndexRange queries{first_query, first_query + kBlockM < lengths.seqlen_q
                                                 ? first_query + kBlockM
                                                 : lengths.seqlen_q};
       const bool needs_mask =
           tile_needs_mask(params.policy, lengths, queries, first_key, kBlockN);
-      scores.head = head;
+      scores.head = first_head + step_member(step);
 
+      // S^T and dP^T back to back: two independent chains of mma for the scheduler to interleave.
       float s[1][Config::kQueryTiles][4];
+      float dp[1][Config::kQueryTiles][4];
       float factor[1][Config::kQueryTiles][4];
       rows_times_rows_t<Config>(s[0], k_tile, key_row, q_tile, lane);
+      rows_times_rows_t<Config>(dp[0], v_tile, key_row, do_tile, lane);
       scores.probabilities(s, factor, lse_log2, first_key + key_row, first_query, needs_mask);
       registers_times_tile<Config>(dv, s[0], do_tile, grad_column, lane);
-
-      float dp[1][Config::kQueryTiles][4];
-      rows_times_rows_t<Config>(dp[0], v_tile, key_row, do_tile, lane);
       scores.gradients(dp, s, factor, delta);
       registers_times_tile<Config>(dk, dp[0], q_tile, grad_column, lane);
-
-      if (grad_column == 0) store_ds(ds_t, dp[0], key_row, lane);
-      __syncthreads();  // dS^T of every warp visible
-
-      float dq[Config::kDqTiles][4];
-      transposed_times_tile<Config, Config::kDqTiles, Config::kKeySlices, Config::kDsRowStride>(
-          dq, ds_t, dq_row, k_tile, dq_column, lane);
-      add_dq(args.dq_accum + args.workspace_row(batch, head) * head_dim, dq, first_query + dq_row, dq_column,
-             lengths.seqlen_q, head_dim, lane);
+      if (grad_column == 0) store_ds(ds_buffer(ds_t, step), dp[0], key_row, lane);
     }
     ptx::cp_async_wait<0>();  // K and V, when no query tile sees the keys
 
@@ -232,20 +238,32 @@ struct BackwardKernel {
     }
   }
 
+  // The dS^T buffer of step `step` (two alternate).
+  static FLASHMMA_DEVICE Element* ds_buffer(Element* ds_t, int step) {
+    return ds_t + (step % 2) * Config::kDsElements;
+  }
+
   // dQ of the warp's 16 query rows (from `first_query`) and its columns, added to the fp32
-  // accumulator rows of the head (row stride head_dim); rows past the sequence are skipped.
+  // accumulator rows of the head (row stride head_dim); rows past the sequence are skipped. A
+  // lane's two rows get one address and one predicate each, and every column is an immediate
+  // offset from it unless the head dim ends inside the warp's columns.
   static FLASHMMA_DEVICE void add_dq(float* accumulator, const float (&dq)[Config::kDqTiles][4],
                                      int first_query, int first_column, int seqlen_q,
                                      int head_dim, int lane) {
+    const fragment::Coord c = fragment::c_coord(lane, 0);
+    const int query = first_query + c.row;
+    float* const row = accumulator + static_cast<int64_t>(query) * head_dim + first_column + c.col;
+    float* const row_below = row + 8 * head_dim;
+    const bool all_columns = first_column + Config::kDqColumns <= head_dim;
 #pragma unroll
-    for (int t = 0; t < Config::kDqTiles; ++t) {
+    for (int half = 0; half < 2; ++half) {
+      if (query + 8 * half >= seqlen_q) continue;
+      float* const target = half == 0 ? row : row_below;
 #pragma unroll
-      for (int reg = 0; reg < 4; ++reg) {
-        const fragment::Coord c = fragment::c_coord(lane, reg);
-        const int query = first_query + c.row;
-        const int column = first_column + t * kMmaN + c.col;
-        if (query < seqlen_q && column < head_dim) {
-          atomicAdd(accumulator + static_cast<int64_t>(query) * head_dim + column, dq[t][reg]);
+      for (int t = 0; t < Config::kDqTiles; ++t) {
+        if (all_columns || first_column + t * kMmaN + c.col < head_dim) {
+          atomicAdd(target + t * kMmaN, dq[t][2 * half]);
+          atomicAdd(target + t * kMmaN + 1, dq[t][2 * half + 1]);
         }
       }
     }

@@ -97,17 +97,23 @@ struct BackwardTileConfig {
   static constexpr int kRowStride = layout::kRowStride;
 
   // Shared memory: K, V (BlockN rows each, loaded once); Stages x (Q, dO) tiles of BlockM rows;
-  // dS^T (BlockN x BlockM, padded rows); Stages x (LSE * log2(e), D) of BlockM floats.
+  // two dS^T (BlockN x BlockM, padded rows: tile t's is read for dQ while tile t + 1's is
+  // written); Stages x (LSE * log2(e), D) of BlockM floats.
   static constexpr int kKVTileElements = kBlockN * kRowStride;
   static constexpr int kQTileElements = BlockM * kRowStride;
   static constexpr int kDsRowStride = BlockM + kPaddingElements;
   static constexpr int kDsElements = kBlockN * kDsRowStride;
-  static constexpr std::size_t kRowValueBytes = sizeof(float) * 2 * kStages * BlockM;
-  static constexpr std::size_t kSmemBytes =
-      sizeof(Element) * (2 * static_cast<std::size_t>(kKVTileElements) +
-                         2 * static_cast<std::size_t>(kStages) * kQTileElements +
-                         static_cast<std::size_t>(kDsElements)) +
-      kRowValueBytes;
+  // Byte offsets of each part, in that order (each a multiple of 16 bytes), and the total.
+  static constexpr std::size_t kKOffset = 0;
+  static constexpr std::size_t kVOffset = kKOffset + sizeof(Element) * kKVTileElements;
+  static constexpr std::size_t kQOffset = kVOffset + sizeof(Element) * kKVTileElements;
+  static constexpr std::size_t kDoOffset =
+      kQOffset + sizeof(Element) * static_cast<std::size_t>(kStages) * kQTileElements;
+  static constexpr std::size_t kDsOffset =
+      kDoOffset + sizeof(Element) * static_cast<std::size_t>(kStages) * kQTileElements;
+  static constexpr std::size_t kLseOffset = kDsOffset + sizeof(Element) * 2 * kDsElements;
+  static constexpr std::size_t kDeltaOffset = kLseOffset + sizeof(float) * kStages * BlockM;
+  static constexpr std::size_t kSmemBytes = kDeltaOffset + sizeof(float) * kStages * BlockM;
   static_assert(kSmemBytes <= 227 * 1024,
                 "shared memory exceeds 227 KiB: lower BlockM or Warps, or raise ColumnSplit");
 };
