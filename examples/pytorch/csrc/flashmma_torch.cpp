@@ -37,6 +37,12 @@
 //   flash_attn_with_kvcache: attention of q over a KV cache, contiguous or paged, after writing
 //   the new rows k and v (if given) into it in place (k_cache and v_cache are mutated).
 //
+//   dq, dk, dv = torch.ops.flashmma.backward(dout, q, k, v, out, lse, softmax_scale, causal,
+//                                            window_left, window_right, softcap, alibi_slopes,
+//                                            deterministic)
+//   the gradients of forward's out for the same arguments, out and lse being forward's outputs
+//   (lse returned): flash_attn_func's autograd formula (flashmma_torch/_ops.py) calls it.
+//
 // The operators' fake (meta) implementations and autograd registrations are in Python
 // (flashmma_torch/_ops.py); the fake ones must give `out` and `lse` the same sizes and strides
 // as these, including the padded row stride of `out` (operands.hpp). Errors raise Python
@@ -51,6 +57,8 @@
 #include <optional>
 #include <tuple>
 
+#include "backward_launch.hpp"
+#include "flashmma/backward_params.hpp"
 #include "flashmma/params.hpp"
 #include "operands.hpp"
 
@@ -123,6 +131,109 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   return {out.narrow(3, 0, head_dim), lse};
 }
 
+
+// dq, dk, dv = backward(dout, q, k, v, out, lse, ...): the gradients of flash_attn_func's output
+// for the same q, k, v and variant arguments, out and lse being what forward returned for them
+// (lse: (batch, heads_q, seqlen_q) fp32). A head dim that is not a multiple of 8 is zero-padded
+// as in forward (the padding's gradients are zero) and the gradients come back as views of the
+// padded buffers.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, std::optional<double> softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap,
+    const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+  check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
+  check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
+  check_operand(v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
+  check_operand(out, "out", "(batch, seqlen_q, heads_q, head_dim)");
+  check_operand(dout, "dout", "(batch, seqlen_q, heads_q, head_dim)");
+  check_same_kind(q, k, v);
+  TORCH_CHECK_VALUE(out.sizes() == q.sizes() && dout.sizes() == q.sizes(),
+                    "flashmma_torch: out and dout must have q's shape ", q.sizes(), " (got ",
+                    out.sizes(), " and ", dout.sizes(), ")");
+  TORCH_CHECK_TYPE(out.scalar_type() == q.scalar_type() && dout.scalar_type() == q.scalar_type(),
+                   "flashmma_torch: out and dout must have q's dtype");
+  TORCH_CHECK_VALUE(out.device() == q.device() && dout.device() == q.device() &&
+                        lse.device() == q.device(),
+                    "flashmma_torch: out, dout and lse must be on q's device");
+  const int64_t batch = q.size(0);
+  const int64_t seqlen_q = q.size(1);
+  const int64_t heads_q = q.size(2);
+  const int64_t head_dim = q.size(3);
+  const int64_t seqlen_k = k.size(1);
+  const int64_t heads_kv = k.size(2);
+  TORCH_CHECK_VALUE(k.size(0) == batch && k.size(3) == head_dim,
+                    "flashmma_torch: k must be (batch, seqlen_k, heads_kv, head_dim) with q's "
+                    "batch and head dim (got ", k.sizes(), " for q ", q.sizes(), ")");
+  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat && lse.dim() == 3 &&
+                        lse.size(0) == batch && lse.size(1) == heads_q &&
+                        lse.size(2) == seqlen_q && lse.is_contiguous(),
+                    "flashmma_torch: lse must be the forward's contiguous float32 (batch, heads_q, "
+                    "seqlen_q) = (", batch, ", ", heads_q, ", ", seqlen_q, ") tensor (got ",
+                    lse.scalar_type(), " ", lse.sizes(), ")");
+  check_heads(heads_q, heads_kv, head_dim);
+  check_scale_and_softcap(softmax_scale, softcap);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !deterministic,
+      "flashmma_torch: deterministic=True is not supported yet: the backward pass sums dQ over "
+      "key tiles with atomics, so its last bits may change from run to run (dK and dV are "
+      "deterministic); pass deterministic=False");
+  const AlibiSlopes alibi = alibi_slopes.has_value()
+                                ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
+                                : AlibiSlopes{};
+
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  const double scale = softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  const int64_t padded_dim = padded_head_dim(head_dim);
+  at::Tensor dq = at::empty({batch, seqlen_q, heads_q, padded_dim}, q.options());
+  at::Tensor dk = at::empty({batch, seqlen_k, heads_kv, padded_dim}, q.options());
+  at::Tensor dv = at::empty({batch, seqlen_k, heads_kv, padded_dim}, q.options());
+  const auto narrowed = [&] {
+    return std::make_tuple(dq.narrow(3, 0, head_dim), dk.narrow(3, 0, head_dim),
+                           dv.narrow(3, 0, head_dim));
+  };
+  if (dq.numel() == 0 && dk.numel() == 0) return narrowed();
+  if (batch == 0 || heads_q == 0 || seqlen_q == 0 || seqlen_k == 0) {
+    dq.zero_();
+    dk.zero_();
+    dv.zero_();
+    return narrowed();
+  }
+
+  const at::Tensor q_ready = prepare_operand(q, padded_dim);
+  const at::Tensor k_ready = prepare_operand(k, padded_dim);
+  const at::Tensor v_ready = prepare_operand(v, padded_dim);
+  const at::Tensor out_ready = prepare_operand(out, padded_dim);
+  const at::Tensor dout_ready = prepare_operand(dout, padded_dim);
+
+  flashmma::BackwardParams params;
+  set_tensors(params, q_ready, k_ready, v_ready, out_ready, &lse);
+  params.batch = batch;
+  params.seqlen_q = seqlen_q;
+  params.seqlen_k = seqlen_k;
+  params.heads_q = heads_q;
+  params.heads_kv = heads_kv;
+  params.head_dim = padded_dim;
+  params.softmax_scale = static_cast<float>(scale);
+  set_variant(params, causal, window_left, window_right, softcap, alibi);
+  params.d_o = dout_ready.data_ptr();
+  params.dq = dq.data_ptr();
+  params.dk = dk.data_ptr();
+  params.dv = dv.data_ptr();
+  params.do_strides = strides_of(dout_ready);
+  params.dq_strides = strides_of(dq);
+  params.dk_strides = strides_of(dk);
+  params.dv_strides = strides_of(dv);
+  // The fp32 dQ accumulator and two values per query row, from PyTorch's caching allocator.
+  const std::size_t workspace_bytes = flashmma::backward_workspace_bytes(params);
+  at::Tensor workspace =
+      at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
+  params.workspace = workspace.data_ptr();
+  params.workspace_bytes = workspace_bytes;
+  raise_on_error(
+      launch_backward(params, at::cuda::getCurrentCUDAStream(q.device().index()).stream()));
+  return narrowed();
+}
 
 // A packed int32 [batch + 1] (or [batch]) array of lengths on q's device, as the kernels read it.
 void check_lengths_array(const at::Tensor& t, const char* name, int64_t size, const at::Tensor& q) {
@@ -373,6 +484,10 @@ TORCH_LIBRARY(flashmma, m) {
       " Tensor? block_table, float? softmax_scale, bool causal, int window_left,"
       " int window_right, float softcap, bool rotary_interleaved, Tensor? alibi_slopes,"
       " int num_splits, bool return_lse) -> (Tensor out, Tensor lse)");
+  m.def(
+      "backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,"
+      " float? softmax_scale, bool causal, int window_left, int window_right, float softcap,"
+      " Tensor? alibi_slopes, bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)");
 }
 
 // CPU tensors reach the same checks, which refuse them with a message naming the argument.
@@ -380,16 +495,18 @@ TORCH_LIBRARY_IMPL(flashmma, CUDA, m) {
   m.impl("forward", &flashmma_torch::forward);
   m.impl("varlen_forward", &flashmma_torch::varlen_forward);
   m.impl("kvcache_forward", &flashmma_torch::kvcache_forward);
+  m.impl("backward", &flashmma_torch::backward);
 }
 TORCH_LIBRARY_IMPL(flashmma, CPU, m) {
   m.impl("forward", &flashmma_torch::forward);
   m.impl("varlen_forward", &flashmma_torch::varlen_forward);
   m.impl("kvcache_forward", &flashmma_torch::kvcache_forward);
+  m.impl("backward", &flashmma_torch::backward);
 }
 
 // Importing the module (flashmma_torch._C) is what loads the library and registers the operator.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "flashmma's forward attention, registered as torch.ops.flashmma.forward, "
-            "varlen_forward and kvcache_forward (use flashmma_torch.flash_attn_func, "
+  m.doc() = "flashmma's attention, registered as torch.ops.flashmma.forward, "
+            "varlen_forward, kvcache_forward and backward (use flashmma_torch.flash_attn_func, "
             "flash_attn_varlen_func and flash_attn_with_kvcache)";
 }

@@ -1,4 +1,4 @@
-"""flashmma_torch: flashmma's FlashAttention forward pass for PyTorch tensors.
+"""flashmma_torch: flashmma's FlashAttention for PyTorch tensors.
 
     from flashmma_torch import flash_attn_func
     out = flash_attn_func(q, k, v, causal=True)            # (batch, seqlen_q, heads_q, head_dim)
@@ -15,7 +15,9 @@ torch.compile(fullgraph=True) and torch.export trace. Importing the package load
 without a prior `pip install`, the first import compiles it (a few minutes) and later imports
 reuse that build.
 
-Forward only: calling it with q, k or v requiring grad in grad mode raises NotImplementedError.
+flash_attn_func is differentiable (flashmma's backward pass); flash_attn_varlen_func and
+flash_attn_with_kvcache are forward only: calling them with q, k or v requiring grad in grad mode
+raises NotImplementedError.
 """
 
 import math
@@ -99,7 +101,7 @@ def flash_attn_func(
     *,
     return_lse=False,
 ):
-    """Scaled dot-product attention, forward pass, with FlashAttention-2's signature.
+    """Scaled dot-product attention with FlashAttention-2's signature, differentiable in q, k, v.
 
     Args:
         q: (batch, seqlen_q, heads_q, head_dim) torch.float16 or torch.bfloat16 CUDA tensor.
@@ -123,7 +125,9 @@ def flash_attn_func(
             (batch, heads_q) (contiguous last dimension): adds
             -slope * |i + seqlen_k - seqlen_q - j| to the score of query i and key j, after the
             softcap (ALiBi, bottom-right aligned).
-        deterministic: accepted and ignored: the forward pass is deterministic already.
+        deterministic: must be False when a gradient is taken: the backward pass sums dQ over
+            key tiles with atomics, so its last bits may differ from run to run (dK and dV are
+            deterministic). The forward pass is deterministic either way.
         return_attn_probs: must be False. FlashAttention then returns
             (out, softmax_lse, S_dmask); here return_lse=True gives (out, lse).
         return_lse (keyword only): also return the log-sum-exp of the scores (after the softcap
@@ -136,22 +140,34 @@ def flash_attn_func(
         the first key) gets zeros in out and -inf in lse.
 
     Raises:
-        NotImplementedError naming the argument and its value, for dropout_p != 0 and
-        return_attn_probs=True; and when q, k or v requires grad while grad mode is enabled
-        (there is no backward pass yet: call it under torch.no_grad() or on detached tensors).
+        NotImplementedError naming the argument and its value, for dropout_p != 0,
+        return_attn_probs=True, and deterministic=True when q, k or v requires grad in grad mode.
         ValueError, TypeError or RuntimeError naming the offending argument, for inputs on the
         CPU or on different devices, other dtypes, a wrong number of dimensions, mismatched
         shapes, heads_q not a multiple of heads_kv, head_dim above 256, a window_size that is
         not a pair of ints, a negative or non-finite softcap, and alibi_slopes that are not
         float32, not on q's device or not of shape (heads_q,) or (batch, heads_q).
 
-    The kernel runs on PyTorch's current CUDA stream for q's device.
+    Gradients: out.backward() (or torch.autograd.grad) runs flashmma's backward pass, which
+    recomputes the probabilities from q, k, v and the saved log-sum-exp (nothing of size
+    seqlen_q x seqlen_k is stored). The lse output is not differentiable.
+
+    The kernels run on PyTorch's current CUDA stream for q's device.
     """
     scale, window_left, window_right, softcap = _common_arguments(
         dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
     )
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if needs_grad and deterministic:
+        raise _unsupported(
+            "deterministic=True",
+            "the backward pass sums dQ with atomics, so its last bits may change from run to run; "
+            "pass deterministic=False (dK and dV are deterministic)",
+        )
+    # The backward pass needs the lse: ask for it whenever a gradient may be taken.
     out, lse = torch.ops.flashmma.forward(
-        q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes, bool(return_lse)
+        q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
+        bool(return_lse or needs_grad),
     )
     return (out, lse) if return_lse else out
 

@@ -19,13 +19,15 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 EXAMPLE_DIR = PACKAGE_DIR.parent  # examples/pytorch
 CSRC_DIR = EXAMPLE_DIR / "csrc"
 
-# The binding, then flashmma's default kernels split over four units that compile in parallel.
+# The binding, then flashmma's default kernels split over four units that compile in parallel,
+# and the backward pass's.
 SOURCES = [
     "flashmma_torch.cpp",
     "forward_fp16_lower.cu",
     "forward_fp16_upper.cu",
     "forward_bf16_lower.cu",
     "forward_bf16_upper.cu",
+    "backward.cu",
 ]
 
 # No -std for the host compiler: the binding includes PyTorch's headers, and PyTorch picks the

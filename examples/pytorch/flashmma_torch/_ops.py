@@ -1,12 +1,14 @@
-"""The Python side of the operators torch.ops.flashmma.forward, varlen_forward and kvcache_forward
-(defined and run on CUDA by the compiled extension, csrc/flashmma_torch.cpp):
+"""The Python side of the operators torch.ops.flashmma.forward, varlen_forward, kvcache_forward and
+backward (defined and run on CUDA by the compiled extension, csrc/flashmma_torch.cpp):
 
 - their fake implementations, which give torch.compile and torch.export the outputs' shapes,
   dtypes and strides without running the kernel;
-- their autograd formula. There is no backward pass yet, so the formula refuses as soon as the
-  forward is called with an input that requires grad in grad mode, rather than returning an output
-  that silently has no gradient. The backward pass will replace _setup_context and _backward here,
-  on the same operators. kvcache_forward writes the cache in place, which PyTorch gives no
+- forward's autograd formula: it saves q, k, v, out and lse (never the probabilities) and runs
+  torch.ops.flashmma.backward. forward must then return its lse (flash_attn_func asks for it
+  whenever a gradient may be needed); the lse output itself is not differentiable, as in
+  FlashAttention. varlen_forward has no backward pass yet: its formula refuses as soon as it is
+  called with an input that requires grad in grad mode, rather than returning an output that
+  silently has no gradient. kvcache_forward writes the cache in place, which PyTorch gives no
   autograd formula: flash_attn_with_kvcache refuses inputs that require grad itself
   (refuse_grad below).
 
@@ -16,6 +18,7 @@ Imported by flashmma_torch/__init__.py once the extension is loaded.
 import torch
 
 OPERATOR = "flashmma::forward"
+BACKWARD_OPERATOR = "flashmma::backward"
 VARLEN_OPERATOR = "flashmma::varlen_forward"
 KVCACHE_OPERATOR = "flashmma::kvcache_forward"
 
@@ -29,10 +32,16 @@ def _padded(head_dim):
 
 
 BACKWARD_MISSING = (
-    "flashmma_torch: the backward pass is not implemented yet, and flash_attn_func (or "
-    "flash_attn_varlen_func, flash_attn_with_kvcache) was called "
+    "flashmma_torch: the backward pass of variable-length batches and KV caches is not "
+    "implemented yet, and flash_attn_varlen_func (or flash_attn_with_kvcache) was called "
     "with q, k or v requiring grad while grad mode is enabled. Call it without grad: under "
     "`with torch.no_grad():` (or torch.inference_mode()), or on q.detach(), k.detach(), v.detach()."
+)
+
+LSE_NEEDED = (
+    "flashmma_torch: torch.ops.flashmma.forward was called with return_lse=False on inputs that "
+    "require grad; its backward pass needs the lse. Call it with return_lse=True (flash_attn_func "
+    "does so whenever a gradient may be needed)."
 )
 
 
@@ -86,8 +95,42 @@ def _kvcache_forward_fake(
     return out, q.new_empty(lse_shape, dtype=torch.float32)
 
 
-def _setup_context(ctx, inputs, output):
+@torch.library.register_fake(BACKWARD_OPERATOR)
+def _backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+                   alibi_slopes, deterministic):
+    # The gradients are views of buffers of the padded head dim, as out is (csrc/flashmma_torch.cpp).
+    def gradient(like):
+        batch, seqlen, heads, head_dim = like.shape
+        return like.new_empty((batch, seqlen, heads, _padded(head_dim)))[..., :head_dim]
+
+    return gradient(q), gradient(k), gradient(v)
+
+
+def _forward_setup_context(ctx, inputs, output):
     # Runs in the forward call, only when grad mode is on and q, k or v requires grad.
+    q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse = inputs
+    out, lse = output
+    if not return_lse:
+        raise RuntimeError(LSE_NEEDED)
+    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
+    ctx.arguments = (softmax_scale, causal, window_left, window_right, softcap)
+    ctx.mark_non_differentiable(lse)
+
+
+def _forward_backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, alibi_slopes = ctx.saved_tensors
+    softmax_scale, causal, window_left, window_right, softcap = ctx.arguments
+    if grad_out.stride(-1) != 1:  # e.g. the expanded gradient of a sum
+        grad_out = grad_out.contiguous()
+    dq, dk, dv = torch.ops.flashmma.backward(
+        grad_out, q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+        alibi_slopes, False,
+    )
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+def _setup_context(ctx, inputs, output):
+    # varlen_forward: runs only when grad mode is on and q, k or v requires grad.
     raise NotImplementedError(BACKWARD_MISSING)
 
 
@@ -95,7 +138,7 @@ def _backward(ctx, grad_out, grad_lse):
     raise NotImplementedError(BACKWARD_MISSING)
 
 
-torch.library.register_autograd(OPERATOR, _backward, setup_context=_setup_context)
+torch.library.register_autograd(OPERATOR, _forward_backward, setup_context=_forward_setup_context)
 torch.library.register_autograd(VARLEN_OPERATOR, _backward, setup_context=_setup_context)
 
 
