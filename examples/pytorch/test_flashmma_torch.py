@@ -601,10 +601,13 @@ def check_gradients(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), 
     out.backward(d_out)
     expected = reference_gradients(q, k, v, d_out, precision, causal=causal, softmax_scale=softmax_scale,
                                    window=window, softcap=softcap, alibi_slopes=alibi_slopes)
+    # A gradient that vanishes (one key per row: the softmax has no slope) is compared with 1% of
+    # the upstream gradient's norm instead of its own, which is rounding noise.
+    floor = 1e-2 * d_out.float().norm().item()
     for name, got, want in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), expected):
         assert got.shape == want.shape and got.dtype == q.dtype, name
         assert torch.isfinite(got).all(), name
-        error = relative_l2(got, want.float())
+        error = (got.float() - want.float()).norm().item() / max(want.float().norm().item(), floor)
         assert error < GRAD_TOLERANCE[q.dtype], f"{name}: relative L2 error {error:.3e}"
     return q.grad, k.grad, v.grad
 
