@@ -69,6 +69,14 @@ std::map<std::string, Runner> tiles() {
       {"d64_m128", [](const flashmma::BackwardParams& p) {
          return flashmma::backward<BackwardTileConfig<Element, 64, 128, 8>>(p);
        }},
+      {"d128_padded", [](const flashmma::BackwardParams& p) {
+         return flashmma::backward<
+             BackwardTileConfig<Element, 128, 64, 8, 1, flashmma::SmemLayout::kPaddedRows>>(p);
+       }},
+      {"d64_padded", [](const flashmma::BackwardParams& p) {
+         return flashmma::backward<
+             BackwardTileConfig<Element, 64, 64, 8, 1, flashmma::SmemLayout::kPaddedRows>>(p);
+       }},
       {"d128_c2", [](const flashmma::BackwardParams& p) {
          return flashmma::backward<BackwardTileConfig<Element, 128, 64, 8, 2>>(p);
        }},

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // backward<Config, Policy> and backward<Config> (the built-in policies from params' fields)
 // against the fp64 host reference (support/backward_reference.hpp), over tiles of every shape
-// the config allows (1 to 8 warps, BlockM 16 to 64, a column split, padded and swizzled rows),
+// the config allows (2 to 8 warps, BlockM 16 to 64, a column split, padded and swizzled rows),
 // odd lengths in both orders, GQA and MQA, every layout, head dims below the kernel's, rows that
 // see no key, an explicit scale, accumulation into dK and dV, and every built-in policy and a
 // user's own (a mask and a transform with its gradient).
@@ -39,6 +39,7 @@ using BackwardConfigs = std::tuple<
     flashmma::DefaultBackwardConfigT<__nv_bfloat16, 128>,
     flashmma::DefaultBackwardConfigT<__half, 256>,
     BackwardTileConfig<__nv_bfloat16, 32, 16, 2, 1, flashmma::SmemLayout::kPaddedRows>,
+    BackwardTileConfig<__half, 128, 32, 4, 1, flashmma::SmemLayout::kXorSwizzle>,
     BackwardTileConfig<__half, 96, 32, 4>>;
 
 // A user's policy: keys and queries in the same chunk of `chunk` positions see each other, and

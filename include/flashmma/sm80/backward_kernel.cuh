@@ -36,6 +36,7 @@
 #include "flashmma/ptx/arch_guard.cuh"
 #include "flashmma/ptx/cp_async.cuh"
 #include "flashmma/ptx/pack.cuh"
+#include "flashmma/ptx/red.cuh"
 #include "flashmma/sm80/backward_warp_mma.cuh"
 #include "flashmma/sm80/tile_io.cuh"
 #include "flashmma/traits/backward_config.hpp"
@@ -107,8 +108,6 @@ struct BackwardKernel {
     v_copy.issue(v_tile, kv_seq.v, first_key, lengths.seqlen_k - first_key);
     ptx::cp_async_commit();
 
-    const TileCopy<Config, kBlockM> q_copy(kv_seq.q_row_stride, head_dim);
-    const TileCopy<Config, kBlockM> do_copy(kv_seq.do_row_stride, head_dim);
     // Step t: query head first_head + t / count (group member g), query tile first + t % count.
     const auto step_member = [&](int step) { return step / q_tiles.count; };
     const auto step_first_query = [&](int step) {
@@ -119,6 +118,10 @@ struct BackwardKernel {
       const int g = step_member(step);
       const int first_query = step_first_query(step);
       const int stage = step % Config::kStages;
+      // Built per step: their per-thread offsets are one multiply-add, cheaper than the
+      // registers they would hold across the loop.
+      const TileCopy<Config, kBlockM> q_copy(kv_seq.q_row_stride, head_dim);
+      const TileCopy<Config, kBlockM> do_copy(kv_seq.do_row_stride, head_dim);
       q_copy.issue(q_stages + stage * Config::kQTileElements, kv_seq.q_of(g), first_query,
                    lengths.seqlen_q - first_query);
       do_copy.issue(do_stages + stage * Config::kQTileElements, kv_seq.d_o_of(g), first_query,
@@ -262,8 +265,7 @@ struct BackwardKernel {
 #pragma unroll
       for (int t = 0; t < Config::kDqTiles; ++t) {
         if (all_columns || first_column + t * kMmaN + c.col < head_dim) {
-          atomicAdd(target + t * kMmaN, dq[t][2 * half]);
-          atomicAdd(target + t * kMmaN + 1, dq[t][2 * half + 1]);
+          ptx::red_add_pair(target + t * kMmaN, dq[t][2 * half], dq[t][2 * half + 1]);
         }
       }
     }

@@ -5,8 +5,7 @@
 //                                                   /*Warps=*/8>;
 //   flashmma::backward<MyBackward>(params, stream);
 //
-// (optional after Warps: ColumnSplit = 1, Layout = XOR swizzle where HeadDim % 64 == 0 else
-// padded rows, MinBlocksPerSm = 1, Arch)
+// (optional after Warps: ColumnSplit = 1, Layout = padded rows, MinBlocksPerSm = 1, Arch)
 //
 // A block owns BlockN keys of one (batch, K/V head) and walks the query tiles of BlockM rows
 // that see them, over every query head of the head's group, so dK and dV stay in registers and
@@ -31,9 +30,11 @@
 
 namespace flashmma {
 
+// Padded rows: their ldmatrix addresses are one base per lane (the XOR swizzle keeps four, and
+// with dK, dV, S^T and dP^T in registers those few registers made the d = 128 tile spill 40
+// bytes a step; tuning log step 37).
 template <int HeadDim>
-inline constexpr SmemLayout kDefaultBackwardLayout =
-    HeadDim % 64 == 0 ? SmemLayout::kXorSwizzle : SmemLayout::kPaddedRows;
+inline constexpr SmemLayout kDefaultBackwardLayout = SmemLayout::kPaddedRows;
 
 template <class Element, int HeadDim, int BlockM, int Warps, int ColumnSplit = 1,
           SmemLayout Layout = kDefaultBackwardLayout<HeadDim>, int MinBlocksPerSm = 1,
