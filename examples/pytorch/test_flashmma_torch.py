@@ -689,12 +689,18 @@ def test_gradient_of_a_sum_uses_an_expanded_grad():
     assert relative_l2(q.grad, expected[0]) < GRAD_TOLERANCE[torch.float16]
 
 
-def test_deterministic_backward_raises():
-    q, k, v = (t.requires_grad_() for t in make_inputs(1, 32, 32, 2, 2, 64, torch.float16))
-    with pytest.raises(NotImplementedError, match=r"deterministic=True is not supported yet: .*atomics"):
-        flash_attn_func(q, k, v, deterministic=True)
-    with torch.no_grad():  # no gradient: the forward is deterministic anyway
-        flash_attn_func(q, k, v, deterministic=True)
+def test_deterministic_gradients_are_the_same_bits():
+    q0, k0, v0 = make_inputs(2, 700, 900, 8, 2, 64, torch.bfloat16, seed=11)
+    d_out = torch.randn(q0.shape, device=DEVICE).to(q0.dtype)
+    runs = []
+    for _ in range(5):
+        q, k, v = (t.detach().clone().requires_grad_() for t in (q0, k0, v0))
+        flash_attn_func(q, k, v, causal=True, deterministic=True).backward(d_out)
+        runs.append((q.grad, k.grad, v.grad))
+    for run in runs[1:]:
+        for got, first in zip(run, runs[0]):
+            assert torch.equal(got, first)
+    check_gradients(q0, k0, v0, causal=True)  # and the same values as the default order
 
 
 def test_requires_grad_without_grad_mode_works():
@@ -730,6 +736,7 @@ def test_backward_opcheck():
         d_out = torch.randn_like(out)
         backward = torch.ops.flashmma.backward.default
         torch.library.opcheck(backward, (d_out, q, k, v, out, lse, None, True, -1, -1, 0.0, None, False))
+        torch.library.opcheck(backward, (d_out, q, k, v, out, lse, 0.2, True, -1, -1, 0.0, None, True))
         out, lse = flash_attn_func(q, k, v, window_size=(32, 16), softcap=5.0,
                                    alibi_slopes=alibi_slopes_per_head(4), return_lse=True)
         torch.library.opcheck(backward, (d_out, q, k, v, out, lse, None, False, 32, 16, 5.0,
@@ -744,8 +751,6 @@ def test_backward_operator_checks_its_arguments():
         backward(out, q, k, v, out, lse[:, :1], None, False, -1, -1, 0.0, None, False)
     with pytest.raises(ValueError, match="out and dout must have q's shape"):
         backward(out[:, :8], q, k, v, out, lse, None, False, -1, -1, 0.0, None, False)
-    with pytest.raises(NotImplementedError, match="deterministic=True is not supported yet"):
-        backward(out, q, k, v, out, lse, None, False, -1, -1, 0.0, None, True)
 
 
 # --- the operator: torch.compile, torch.export, opcheck -------------------------------------------

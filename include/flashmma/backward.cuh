@@ -15,8 +15,8 @@
 // launching or writing anything when an argument is wrong. A call is three launches on `stream`:
 // the row preprocessing (D = dO . O, the LSE in base 2, dQ's accumulator zeroed), the main
 // kernel (sm80/backward_kernel.cuh), and dQ's conversion. dK and dV are sums in registers and
-// deterministic; dQ is summed with fp32 atomics across key tiles, so its last bits may change
-// from run to run.
+// deterministic; dQ is summed with fp32 atomics across key tiles, in any order (its last bits
+// may change from run to run) or, with params.deterministic, in the order of the key tiles.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -84,8 +84,10 @@ BackwardArgs<Element> make_backward_args(const BackwardParams& p) {
   args.dq_accum = reinterpret_cast<float*>(workspace + layout.dq_offset);
   args.lse_log2 = reinterpret_cast<float*>(workspace + layout.lse_log2_offset);
   args.delta = reinterpret_cast<float*>(workspace + layout.delta_offset);
+  args.order = reinterpret_cast<int32_t*>(workspace + layout.order_offset);
   args.padded_rows = layout.padded_rows;
   args.accumulate_dkv = p.accumulate_dkv;
+  args.deterministic = p.deterministic;
   return args;
 }
 

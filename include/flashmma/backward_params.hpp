@@ -38,18 +38,28 @@ struct BackwardParams : ForwardParams {
   // true: dK and dV are added to what the buffers hold (their old values are read), for a caller
   // that sums gradients over several calls (a ring of K/V blocks, say); false: overwritten.
   bool accumulate_dkv = false;
+
+  // true: bitwise the same gradients from run to run. dK and dV always are (each block sums its
+  // keys' in registers); dQ is summed across key tiles, with atomics in any order by default,
+  // in the order of the key tiles when deterministic (a block waits for the previous key tile
+  // that sees the same query tile: slower, see docs/perf.md).
+  bool deterministic = false;
 };
 
 // Where the backward's workspace parts live. Rows of every (batch, query head) are padded to a
 // multiple of kBackwardRowPadding, so a query tile of any supported BlockM is whole.
 inline constexpr int64_t kBackwardRowPadding = 128;
 inline constexpr std::size_t kBackwardWorkspaceAlignment = 256;
+inline constexpr int64_t kBackwardMinBlockM = 16;
 
 struct BackwardWorkspace {
   int64_t padded_rows = 0;         // seqlen_q rounded up to kBackwardRowPadding
   std::size_t dq_offset = 0;       // fp32 [batch, heads_q, padded_rows, head_dim]
   std::size_t lse_log2_offset = 0; // fp32 [batch, heads_q, padded_rows]: LSE * log2(e)
   std::size_t delta_offset = 0;    // fp32 [batch, heads_q, padded_rows]: D = dO . O
+  // int32 [batch, heads_q, padded_rows / kBackwardMinBlockM]: the deterministic order's counters,
+  // one per 16 query rows (a query tile of BlockM rows uses the first of its BlockM / 16).
+  std::size_t order_offset = 0;
   std::size_t bytes = 0;
 };
 
@@ -67,7 +77,8 @@ inline BackwardWorkspace backward_workspace_layout(const ProblemShape& shape) {
   w.dq_offset = 0;
   w.lse_log2_offset = backward_align(rows * static_cast<std::size_t>(shape.head_dim) * 4);
   w.delta_offset = w.lse_log2_offset + backward_align(rows * 4);
-  w.bytes = w.delta_offset + backward_align(rows * 4);
+  w.order_offset = w.delta_offset + backward_align(rows * 4);
+  w.bytes = w.order_offset + backward_align(rows / kBackwardMinBlockM * 4);
   return w;
 }
 

@@ -44,13 +44,17 @@ struct BackwardCase : ProblemShape {
   Layout layout = Layout::kBSHD;
   float softmax_scale = std::numeric_limits<float>::quiet_NaN();
   bool accumulate_dkv = false;
+  bool deterministic = false;
+  // > 1: the call runs that many times and every run must give the same bytes as the first.
+  int repeats = 1;
 
   std::string describe() const {
     std::ostringstream os;
     os << "batch=" << batch << " seqlen_q=" << seqlen_q << " seqlen_k=" << seqlen_k
        << " heads_q=" << heads_q << " heads_kv=" << heads_kv << " head_dim=" << head_dim
        << " layout=" << layout_name(layout) << " scale=" << softmax_scale
-       << (accumulate_dkv ? " accumulate" : "");
+       << (accumulate_dkv ? " accumulate" : "") << (deterministic ? " deterministic" : "")
+       << (repeats > 1 ? " repeats=" + std::to_string(repeats) : std::string());
     return os.str();
   }
 };
@@ -210,6 +214,7 @@ void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, L
   p.dv_strides = dv_t.strides;
   p.softmax_scale = c.softmax_scale;
   p.accumulate_dkv = c.accumulate_dkv;
+  p.deterministic = c.deterministic;
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(backward_workspace_bytes(p)));
   poison(workspace);  // the kernels must initialize what they read of it
   p.workspace = workspace.get();
@@ -219,6 +224,21 @@ void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, L
   INFO(status.message());
   REQUIRE(status.ok());
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  if (c.repeats > 1) {
+    REQUIRE(!c.accumulate_dkv);  // each run must start from the same buffers
+    const std::vector<Element> dq0 = dq_t.buffer.to_host(), dk0 = dk_t.buffer.to_host(),
+                               dv0 = dv_t.buffer.to_host();
+    int differing_runs = 0;
+    for (int run = 1; run < c.repeats; ++run) {
+      REQUIRE(launch(p).ok());
+      if (!same_bytes(dq_t.buffer.to_host(), dq0) || !same_bytes(dk_t.buffer.to_host(), dk0) ||
+          !same_bytes(dv_t.buffer.to_host(), dv0)) {
+        ++differing_runs;
+      }
+    }
+    INFO("runs whose gradients differ from the first run's in some bit: " << differing_runs);
+    CHECK(differing_runs == 0);
+  }
 
   const struct {
     const char* name;

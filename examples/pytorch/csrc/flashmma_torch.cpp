@@ -3,7 +3,8 @@
 // conventions:
 //
 //   out, lse = torch.ops.flashmma.forward(q, k, v, softmax_scale, causal, window_left,
-//                                         window_right, softcap, alibi_slopes, return_lse)
+//                                         window_right, softcap, alibi_slopes, return_lse,
+//                                         deterministic=False)
 //   q: (batch, seqlen_q, heads_q, head_dim), k and v: (batch, seqlen_k, heads_kv, head_dim),
 //   fp16 or bf16 CUDA tensors on one device, any strides with a contiguous last dimension.
 //   softmax_scale: None means 1 / sqrt(head_dim).
@@ -41,7 +42,8 @@
 //                                            window_left, window_right, softcap, alibi_slopes,
 //                                            deterministic)
 //   the gradients of forward's out for the same arguments, out and lse being forward's outputs
-//   (lse returned): flash_attn_func's autograd formula (flashmma_torch/_ops.py) calls it.
+//   (lse returned): flash_attn_func's autograd formula (flashmma_torch/_ops.py) calls it, with
+//   forward's `deterministic` (dQ summed in a fixed order: the same bits in every run).
 //
 // The operators' fake (meta) implementations and autograd registrations are in Python
 // (flashmma_torch/_ops.py); the fake ones must give `out` and `lse` the same sizes and strides
@@ -71,7 +73,8 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
                                            int64_t window_left, int64_t window_right,
                                            double softcap,
                                            const std::optional<at::Tensor>& alibi_slopes,
-                                           bool return_lse) {
+                                           bool return_lse, bool deterministic) {
+  (void)deterministic;  // for the backward pass (the autograd formula reads it); forward always is
   check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
   check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
   check_operand(v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
@@ -173,11 +176,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
                     lse.scalar_type(), " ", lse.sizes(), ")");
   check_heads(heads_q, heads_kv, head_dim);
   check_scale_and_softcap(softmax_scale, softcap);
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      !deterministic,
-      "flashmma_torch: deterministic=True is not supported yet: the backward pass sums dQ over "
-      "key tiles with atomics, so its last bits may change from run to run (dK and dV are "
-      "deterministic); pass deterministic=False");
   const AlibiSlopes alibi = alibi_slopes.has_value()
                                 ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
                                 : AlibiSlopes{};
@@ -230,6 +228,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
       at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
   params.workspace = workspace.data_ptr();
   params.workspace_bytes = workspace_bytes;
+  params.deterministic = deterministic;
   raise_on_error(
       launch_backward(params, at::cuda::getCurrentCUDAStream(q.device().index()).stream()));
   return narrowed();
@@ -471,8 +470,8 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(
 TORCH_LIBRARY(flashmma, m) {
   m.def(
       "forward(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, int window_left,"
-      " int window_right, float softcap, Tensor? alibi_slopes, bool return_lse)"
-      " -> (Tensor out, Tensor lse)");
+      " int window_right, float softcap, Tensor? alibi_slopes, bool return_lse,"
+      " bool deterministic=False) -> (Tensor out, Tensor lse)");
   m.def(
       "varlen_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,"
       " Tensor? seqused_k, int max_seqlen_q, int max_seqlen_k, float? softmax_scale, bool causal,"

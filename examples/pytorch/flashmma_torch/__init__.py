@@ -125,9 +125,11 @@ def flash_attn_func(
             (batch, heads_q) (contiguous last dimension): adds
             -slope * |i + seqlen_k - seqlen_q - j| to the score of query i and key j, after the
             softcap (ALiBi, bottom-right aligned).
-        deterministic: must be False when a gradient is taken: the backward pass sums dQ over
-            key tiles with atomics, so its last bits may differ from run to run (dK and dV are
-            deterministic). The forward pass is deterministic either way.
+        deterministic: if True, the backward pass sums dQ over the key tiles in a fixed order,
+            so that the gradients are the same bits in every run (slower); if False (the
+            default, as in FlashAttention-2), dQ is summed with atomics in any order and its last
+            bits may differ from run to run. dK, dV and the forward pass are deterministic
+            either way.
         return_attn_probs: must be False. FlashAttention then returns
             (out, softmax_lse, S_dmask); here return_lse=True gives (out, lse).
         return_lse (keyword only): also return the log-sum-exp of the scores (after the softcap
@@ -140,8 +142,8 @@ def flash_attn_func(
         the first key) gets zeros in out and -inf in lse.
 
     Raises:
-        NotImplementedError naming the argument and its value, for dropout_p != 0,
-        return_attn_probs=True, and deterministic=True when q, k or v requires grad in grad mode.
+        NotImplementedError naming the argument and its value, for dropout_p != 0 and
+        return_attn_probs=True.
         ValueError, TypeError or RuntimeError naming the offending argument, for inputs on the
         CPU or on different devices, other dtypes, a wrong number of dimensions, mismatched
         shapes, heads_q not a multiple of heads_kv, head_dim above 256, a window_size that is
@@ -158,16 +160,10 @@ def flash_attn_func(
         dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
     )
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    if needs_grad and deterministic:
-        raise _unsupported(
-            "deterministic=True",
-            "the backward pass sums dQ with atomics, so its last bits may change from run to run; "
-            "pass deterministic=False (dK and dV are deterministic)",
-        )
     # The backward pass needs the lse: ask for it whenever a gradient may be taken.
     out, lse = torch.ops.flashmma.forward(
         q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
-        bool(return_lse or needs_grad),
+        bool(return_lse or needs_grad), bool(deterministic),
     )
     return (out, lse) if return_lse else out
 

@@ -46,7 +46,8 @@ LSE_NEEDED = (
 
 
 @torch.library.register_fake(OPERATOR)
-def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse):
+def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse,
+                  deterministic=False):
     # The outputs' sizes and strides depend on q and return_lse alone; the CUDA implementation
     # checks the rest when it runs. The slopes' device is checked here too: the dispatcher picks
     # this implementation for any call that has a meta tensor among its inputs.
@@ -108,25 +109,26 @@ def _backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left, 
 
 def _forward_setup_context(ctx, inputs, output):
     # Runs in the forward call, only when grad mode is on and q, k or v requires grad.
-    q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse = inputs
+    q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse = inputs[:10]
+    deterministic = inputs[10] if len(inputs) > 10 else False
     out, lse = output
     if not return_lse:
         raise RuntimeError(LSE_NEEDED)
     ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
-    ctx.arguments = (softmax_scale, causal, window_left, window_right, softcap)
+    ctx.arguments = (softmax_scale, causal, window_left, window_right, softcap, deterministic)
     ctx.mark_non_differentiable(lse)
 
 
 def _forward_backward(ctx, grad_out, grad_lse):
     q, k, v, out, lse, alibi_slopes = ctx.saved_tensors
-    softmax_scale, causal, window_left, window_right, softcap = ctx.arguments
+    softmax_scale, causal, window_left, window_right, softcap, deterministic = ctx.arguments
     if grad_out.stride(-1) != 1:  # e.g. the expanded gradient of a sum
         grad_out = grad_out.contiguous()
     dq, dk, dv = torch.ops.flashmma.backward(
         grad_out, q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-        alibi_slopes, False,
+        alibi_slopes, deterministic,
     )
-    return dq, dk, dv, None, None, None, None, None, None, None
+    return (dq, dk, dv) + (None,) * (len(ctx.needs_input_grad) - 3)
 
 
 def _setup_context(ctx, inputs, output):

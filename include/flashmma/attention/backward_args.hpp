@@ -31,8 +31,10 @@ struct BackwardArgs {
   float* dq_accum;  // row stride head_dim
   float* lse_log2;  // LSE * log2(e); +inf for a row that saw no key (its P is then 0)
   float* delta;     // D = dO . O
+  int32_t* order;   // per 16 query rows: 1 + the last key tile that added its dQ (deterministic)
   int64_t padded_rows;
   bool accumulate_dkv;
+  bool deterministic;
 
   // The workspace row of query 0 of (batch, query head).
   FLASHMMA_HOST_DEVICE int64_t workspace_row(int64_t batch, int64_t head) const {

@@ -3,7 +3,8 @@
 //
 //   BackwardPreprocessKernel  per query row: D = dO . O (fp32), the LSE in base 2 (LSE * log2(e),
 //                             +inf for a row that saw no key, so that its recomputed P is 0), and
-//                             the row's fp32 dQ accumulator zeroed. Rows of the workspace past
+//                             the row's fp32 dQ accumulator zeroed (and, per 16 rows, the
+//                             counter of the deterministic order). Rows of the workspace past
 //                             seqlen_q get D = 0 and LSE 0: a query tile's padding rows then have
 //                             finite P and dS = P (dP - D) = 0, since their dO is zero-filled.
 //   BackwardConvertKernel     per query row: dQ = softmax_scale * accumulator, in the element type.
@@ -18,6 +19,7 @@
 #include <cstdint>
 
 #include "flashmma/attention/backward_args.hpp"
+#include "flashmma/backward_params.hpp"
 #include "flashmma/attention/online_softmax.cuh"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/macros.hpp"
@@ -91,6 +93,9 @@ struct BackwardPreprocessKernel {
       dot += __shfl_xor_sync(ptx::kFullWarpMask, dot, offset);
     }
     if (at.lane == 0) {
+      if (at.row % kBackwardMinBlockM == 0) {
+        args.order[index / kBackwardMinBlockM] = 0;  // no key tile has added its dQ yet
+      }
       float lse_log2 = 0.f;
       if (at.row < seq.lengths.seqlen_q) {
         const float lse = seq.lse[at.row];

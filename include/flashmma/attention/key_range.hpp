@@ -37,6 +37,24 @@ FLASHMMA_HOST_DEVICE TileRange query_tiles(const Policy& policy, const SequenceL
   return {tiles.begin, static_cast<int>(tiles.size())};
 }
 
+// The last key tile before `key_tile` (of `block_n` keys) whose query tiles (query_tiles, of
+// `block_m` queries) hold query tile `query_tile`; -1 when none does. The backward pass's
+// deterministic order adds the dQ of a query tile key tile by key tile with it: each waits for
+// this one, which visits the query tile too, so the wait always ends.
+template <class Policy>
+FLASHMMA_HOST_DEVICE int64_t previous_key_tile_seeing(const Policy& policy,
+                                                      const SequenceLengths& lengths,
+                                                      int64_t key_tile, int64_t query_tile,
+                                                      int64_t block_n, int64_t block_m) {
+  for (int64_t n = key_tile - 1; n >= 0; --n) {
+    const int64_t first = n * block_n;
+    const int64_t last = first + block_n < lengths.seqlen_k ? first + block_n : lengths.seqlen_k;
+    const TileRange tiles = query_tiles(policy, lengths, IndexRange{first, last}, block_m);
+    if (tiles.first <= query_tile && query_tile < tiles.first + tiles.count) return n;
+  }
+  return -1;
+}
+
 // True when some score of queries x [first_key, first_key + block_n) is hidden: by the end of
 // the keys, or by the policy.
 template <class Policy>

@@ -36,6 +36,7 @@
 #include "flashmma/ptx/arch_guard.cuh"
 #include "flashmma/ptx/cp_async.cuh"
 #include "flashmma/ptx/pack.cuh"
+#include "flashmma/ptx/ordering.cuh"
 #include "flashmma/ptx/red.cuh"
 #include "flashmma/sm80/backward_warp_mma.cuh"
 #include "flashmma/sm80/tile_io.cuh"
@@ -177,8 +178,15 @@ struct BackwardKernel {
         transposed_times_tile<Config, Config::kDqTiles, Config::kKeySlices,
                               Config::kDsRowStride>(dq, ds_buffer(ds_t, previous), dq_row, k_tile,
                                                     dq_column, lane);
-        add_dq(args.dq_accum + kv_seq.workspace_row_of(step_member(previous)) * head_dim, dq,
-               step_first_query(previous) + dq_row, dq_column, lengths.seqlen_q, head_dim, lane);
+        const int64_t row = kv_seq.workspace_row_of(step_member(previous));
+        const int first_query = step_first_query(previous);
+        int32_t* const order = args.order + (row + first_query) / kBackwardMinBlockM;
+        if (args.deterministic) {
+          wait_for_turn(order, params.policy, lengths, n_block, first_query / kBlockM);
+        }
+        add_dq(args.dq_accum + row * head_dim, dq, first_query + dq_row, dq_column,
+               lengths.seqlen_q, head_dim, lane);
+        if (args.deterministic) pass_turn(order, n_block);
       }
       if (step == steps) break;
 
@@ -239,6 +247,28 @@ struct BackwardKernel {
             pack_pair<Element>(ds[t][2 * half], ds[t][2 * half + 1]);
       }
     }
+  }
+
+  // The deterministic order of dQ's sums (params.deterministic): the block adds the dQ of a
+  // query tile once the last key tile before it that sees the tile has added its own, and then
+  // records that it has. The earlier tile's block was launched first and waits only on earlier
+  // ones, so the wait ends.
+  static FLASHMMA_DEVICE void wait_for_turn(const int32_t* order, const Policy& policy,
+                                            const SequenceLengths& lengths, int key_tile,
+                                            int query_tile) {
+    if (threadIdx.x == 0) {
+      const int32_t turn = static_cast<int32_t>(
+          previous_key_tile_seeing(policy, lengths, key_tile, query_tile, Config::kBlockN,
+                                   Config::kBlockM) + 1);
+      while (ptx::load_acquire(order) != turn) {
+      }
+    }
+    __syncthreads();
+  }
+  static FLASHMMA_DEVICE void pass_turn(int32_t* order, int key_tile) {
+    __threadfence();  // this thread's reductions, before the flag
+    __syncthreads();  // every thread's
+    if (threadIdx.x == 0) ptx::store_release(order, key_tile + 1);
   }
 
   // The dS^T buffer of step `step` (two alternate).
