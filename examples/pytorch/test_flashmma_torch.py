@@ -562,10 +562,7 @@ def test_alibi_slopes_on_another_device_raise():
 
 # --- gradients ------------------------------------------------------------------------------------
 
-BACKWARD_MESSAGE = (
-    r"backward pass of variable-length batches and KV caches is not implemented yet"
-    r".*torch\.no_grad\(\).*\.detach\(\)"
-)
+BACKWARD_MESSAGE = r"backward pass of KV caches is not implemented yet.*torch\.no_grad\(\).*\.detach\(\)"
 # Relative L2 error of each gradient against the reference: four times the output's bound (the
 # backward rounds P, dS and dO to the input dtype before its GEMMs, as FlashAttention's does).
 GRAD_TOLERANCE = {torch.float16: 8e-3, torch.bfloat16: 6.4e-2}
@@ -1027,10 +1024,61 @@ def test_kvcache_requires_grad_raises():
         flash_attn_with_kvcache(q, k_cache, v_cache)
 
 
-def test_varlen_requires_grad_raises():
+def varlen_reference_gradients(q, k, v, cu_q, cu_k, d_out, **variant):
+    """dq, dk, dv of sum(out * d_out) for packed sequences, each through reference() alone, fp32."""
+    inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    starts_q, starts_k = cu_q.tolist(), cu_k.tolist()
+    slopes = variant.pop("alibi_slopes", None)
+    outs = []
+    for b in range(len(starts_q) - 1):
+        pieces = [inputs[0][starts_q[b]:starts_q[b + 1]], inputs[1][starts_k[b]:starts_k[b + 1]],
+                  inputs[2][starts_k[b]:starts_k[b + 1]]]
+        sequence_slopes = None if slopes is None else (slopes if slopes.dim() == 1 else slopes[b:b + 1])
+        out, _ = reference(*(t.unsqueeze(0) for t in pieces), alibi_slopes=sequence_slopes, **variant)
+        outs.append(out[0])
+    return torch.autograd.grad(torch.cat(outs), inputs, d_out.float())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize(
+    "causal,window,softcap,alibi",
+    [(False, (-1, -1), 0.0, None), (True, (-1, -1), 0.0, None), (False, (32, 8), 5.0, "per_batch_and_head")],
+    ids=["full", "causal", "window_softcap_alibi"],
+)
+def test_varlen_gradients(causal, window, softcap, alibi, dtype):
+    lengths_q, lengths_k = [5, 77, 130, 1, 33], [64, 200, 130, 9, 33]
+    q, k, v, cu_q, cu_k = make_varlen_inputs(lengths_q, lengths_k, 4, 2, 64, dtype)
+    slopes = None if alibi is None else make_alibi_slopes(alibi, len(lengths_q), 4)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    d_out = torch.randn(q.shape, generator=torch.Generator(device=DEVICE).manual_seed(5), device=DEVICE).to(dtype)
+    out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal,
+                                 window_size=window, softcap=softcap, alibi_slopes=slopes)
+    out.backward(d_out)
+    expected = varlen_reference_gradients(q, k, v, cu_q, cu_k, d_out, causal=causal, window=window,
+                                          softcap=softcap, alibi_slopes=slopes)
+    floor = 1e-2 * d_out.float().norm().item()
+    for name, got, want in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), expected):
+        assert got.shape == want.shape and torch.isfinite(got).all(), name
+        error = (got.float() - want).norm().item() / max(want.norm().item(), floor)
+        assert error < GRAD_TOLERANCE[dtype], f"{name}: relative L2 error {error:.3e}"
+
+
+def test_varlen_gradients_with_seqused_k_raise():
     q, k, v, cu_q, cu_k = make_varlen_inputs([4, 5], [6, 7], 2, 2, 64, torch.float16)
-    with pytest.raises(NotImplementedError, match=BACKWARD_MESSAGE):
-        flash_attn_varlen_func(q.requires_grad_(), k, v, cu_q, cu_k, 5, 7)
+    used = torch.tensor([3, 7], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(NotImplementedError, match=r"with seqused_k is not implemented yet"):
+        flash_attn_varlen_func(q.requires_grad_(), k, v, cu_q, cu_k, 5, 7, seqused_k=used)
+    with torch.no_grad():
+        flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, seqused_k=used)
+
+
+def test_varlen_backward_opcheck():
+    q, k, v, cu_q, cu_k = make_varlen_inputs([5, 40, 17], [30, 40, 1], 4, 2, 72, torch.bfloat16)
+    out, lse = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 40, 40, causal=True, return_lse=True)
+    torch.library.opcheck(
+        torch.ops.flashmma.varlen_backward.default,
+        (torch.randn_like(out), q, k, v, out, lse, cu_q, cu_k, 40, 40, None, True, -1, -1, 0.0, None, False),
+    )
 
 
 # --- KV cache (flash_attn_with_kvcache) ----------------------------------------------------------

@@ -60,10 +60,11 @@ KernelRequirements backward_kernel_requirements() {
   return req;
 }
 
-// The backward kernel type backward<Config> runs for one score policy (its __global__ function
-// is kernel_entry<BackwardKernelFor<Config, Policy>>).
-template <class Config, class Policy>
-using BackwardKernelFor = sm80::BackwardKernel<Config, Policy>;
+// The backward kernel type backward<Config> runs for one score policy, for dense batches or
+// (kVariableLengths) packed sequences (its __global__ function is
+// kernel_entry<BackwardKernelFor<Config, Policy, ...>>).
+template <class Config, class Policy, bool kVariableLengths = false>
+using BackwardKernelFor = sm80::BackwardKernel<Config, Policy, kVariableLengths>;
 
 namespace detail {
 
@@ -96,14 +97,20 @@ template <class Config, class Policy>
 Status launch_backward(const BackwardParams& params, const Policy& policy,
                        const DeviceInfo& device, cudaStream_t stream) {
   using Element = typename Config::element_type;
-  using Kernel = BackwardKernelFor<Config, Policy>;
   if (Status s = validate_for_device(device, backward_kernel_requirements<Config>()); !s) return s;
   const BackwardArgs<Element> args = make_backward_args<Element>(params);
   if (Status s = launch_kernel<BackwardPreprocessKernel<Element>>(
           {args}, row_kernel_grid(args.padded_rows, params.heads_q, params.batch), stream);
       !s)
     return s;
-  if (Status s = launch_kernel<Kernel>({args, policy}, Kernel::grid(params), stream); !s) return s;
+  const auto main_kernel = [&](auto variable_lengths) {
+    using Kernel = BackwardKernelFor<Config, Policy, decltype(variable_lengths)::value>;
+    return launch_kernel<Kernel>({args, policy}, Kernel::grid(params), stream);
+  };
+  const bool packed = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr;
+  if (Status s = packed ? main_kernel(std::true_type{}) : main_kernel(std::false_type{}); !s) {
+    return s;
+  }
   return launch_kernel<BackwardConvertKernel<Element>>(
       {args}, row_kernel_grid(params.seqlen_q, params.heads_q, params.batch), stream);
 }
@@ -142,8 +149,10 @@ template <class Config>
 
 // The default dispatch: DefaultBackwardConfig of the smallest kernel head dim (64, 128, 256)
 // that holds params.head_dim, with the built-in policy. A translation unit that calls it compiles
-// 36 backward kernels (three head dims, two element types, six policies); backward<Config>
-// compiles six. A template only so that including this header instantiates nothing.
+// 72 backward kernels (three head dims, two element types, six policies, dense and packed
+// batches); backward<Config>
+// compiles six (each for dense and for packed batches). A template only so that including this
+// header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_backward_params(params); !s) return s;

@@ -24,8 +24,9 @@ namespace flashmma {
 struct BackwardParams : ForwardParams {
   // The inherited q, k, v, o and lse are read, never written: O and the LSE of the forward call
   // with the same q, k, v, scale and variant fields (softmax_scale, mask, window, softcap,
-  // ALiBi). Dense batches only for now: cu_seqlens, seqused_k, paged caches, KV appends and
-  // num_splits > 1 are refused with a named error.
+  // ALiBi). Dense batches, or packed sequences of variable lengths (cu_seqlens_q, cu_seqlens_k,
+  // total_q: then dO and dQ are packed as Q, dK and dV as K); seqused_k, paged caches, KV
+  // appends, a cache batch index and num_splits > 1 are refused with a named error.
   const void* d_o = nullptr;  // [batch, seqlen_q, heads_q, head_dim] through do_strides
   void* dq = nullptr;         // [batch, seqlen_q, heads_q, head_dim] through dq_strides
   void* dk = nullptr;         // [batch, seqlen_k, heads_kv, head_dim] through dk_strides

@@ -24,9 +24,7 @@ inline Status check_backward_supported(const BackwardParams& p) {
   const struct {
     const char* name;
     bool set;
-  } fields[] = {{"cu_seqlens_q", p.cu_seqlens_q != nullptr},
-                {"cu_seqlens_k", p.cu_seqlens_k != nullptr},
-                {"seqused_k", p.seqused_k != nullptr},
+  } fields[] = {{"seqused_k", p.seqused_k != nullptr},
                 {"block_table", p.block_table != nullptr},
                 {"kv_batch_index", p.kv_batch_index != nullptr},
                 {"k_new", p.k_new != nullptr},
@@ -34,8 +32,9 @@ inline Status check_backward_supported(const BackwardParams& p) {
   for (const auto& field : fields) {
     if (field.set) {
       return invalid(std::string(field.name) +
-                     " is set, but the backward pass takes dense batches only (no variable "
-                     "lengths, paged caches or KV appends yet): leave it null");
+                     " is set, but the backward pass takes dense or packed batches (cu_seqlens_q, "
+                     "cu_seqlens_k) only: no seqused_k, paged caches, cache batch index or KV "
+                     "appends yet; leave it null");
     }
   }
   if (p.num_splits > 1) {
@@ -58,19 +57,34 @@ inline Status check_backward_supported(const BackwardParams& p) {
         "lse is null: the backward pass needs the forward's LSE (fp32 [batch, heads_q, "
         "seqlen_q], natural log, as forward() writes it)");
   }
+  // Packed tensors (cu_seqlens) are one sequence of all rows as far as their strides go, as in
+  // validate_params.
+  const int64_t q_batch = packed_queries(p) ? 1 : p.batch;
+  const int64_t q_rows = packed_queries(p) ? p.total_q : p.seqlen_q;
+  const int64_t kv_batch = p.cu_seqlens_k != nullptr ? 1 : p.batch;
   const struct {
     const char* name;
     const void* ptr;
     const TensorStrides& strides;
+    int64_t batch;
     int64_t seqlen;
     int64_t heads;
-  } tensors[] = {{"d_o", p.d_o, p.do_strides, p.seqlen_q, p.heads_q},
-                 {"dq", p.dq, p.dq_strides, p.seqlen_q, p.heads_q},
-                 {"dk", p.dk, p.dk_strides, p.seqlen_k, p.heads_kv},
-                 {"dv", p.dv, p.dv_strides, p.seqlen_k, p.heads_kv}};
+  } tensors[] = {{"d_o", p.d_o, p.do_strides, q_batch, q_rows, p.heads_q},
+                 {"dq", p.dq, p.dq_strides, q_batch, q_rows, p.heads_q},
+                 {"dk", p.dk, p.dk_strides, kv_batch, p.seqlen_k, p.heads_kv},
+                 {"dv", p.dv, p.dv_strides, kv_batch, p.seqlen_k, p.heads_kv}};
   for (const auto& t : tensors) {
-    if (Status s = detail::check_tensor(t.name, t.ptr, t.strides, p.batch, t.seqlen, t.heads); !s)
+    if (Status s = detail::check_tensor(t.name, t.ptr, t.strides, t.batch, t.seqlen, t.heads); !s)
       return s;
+    const bool query_rows = std::string(t.name) == "d_o" || std::string(t.name) == "dq";
+    const bool packed = query_rows ? packed_queries(p) : p.cu_seqlens_k != nullptr;
+    if (packed && t.strides.batch != 0 && p.batch > 1) {
+      std::ostringstream os;
+      os << t.name << "_strides.batch must be 0 with "
+         << (query_rows ? "cu_seqlens_q: it is packed as q" : "cu_seqlens_k: it is packed as k")
+         << " (got " << t.strides.batch << ")";
+      return detail::invalid(os.str());
+    }
   }
   const std::size_t needed = backward_workspace_bytes(p);
   if (p.workspace == nullptr || p.workspace_bytes < needed) {

@@ -96,8 +96,8 @@ TEST_CASE("validate_backward_params refuses the forward features it does not tak
           "[backward][validate]") {
   const int32_t lengths[3] = {0, 50, 100};
   BackwardParams p = valid_params();
-  p.cu_seqlens_q = lengths;
-  require_refused(p, "cu_seqlens_q is set, but the backward pass takes dense batches only");
+  p.seqused_k = lengths;
+  require_refused(p, "seqused_k is set, but the backward pass takes dense or packed batches");
   p = valid_params();
   p.block_table = lengths;
   require_refused(p, "block_table is set");
@@ -107,6 +107,25 @@ TEST_CASE("validate_backward_params refuses the forward features it does not tak
   p = valid_params();
   p.num_splits = 4;
   require_refused(p, "num_splits must be 0 or 1 for the backward pass");
+}
+
+TEST_CASE("validate_backward_params takes packed sequences, with packed gradients",
+          "[backward][validate]") {
+  const int32_t lengths[3] = {0, 50, 100};
+  BackwardParams p = valid_params();
+  p.cu_seqlens_q = lengths;
+  p.cu_seqlens_k = lengths;
+  p.total_q = 100;
+  p.q_strides.batch = p.o_strides.batch = p.do_strides.batch = p.dq_strides.batch = 0;
+  p.k_strides.batch = p.v_strides.batch = p.dk_strides.batch = p.dv_strides.batch = 0;
+  const Status s = flashmma::validate_backward_params(p);
+  INFO(s.message());
+  CHECK(s.ok());
+  p.dq_strides.batch = 800;
+  require_refused(p, "dq_strides.batch must be 0 with cu_seqlens_q: it is packed as q");
+  p.dq_strides.batch = 0;
+  p.dv_strides.batch = 800;
+  require_refused(p, "dv_strides.batch must be 0 with cu_seqlens_k: it is packed as k");
 }
 
 TEST_CASE("validate_backward_params checks the forward's fields with the forward's rules",
@@ -128,7 +147,8 @@ TEST_CASE("backward workspace: padded rows, aligned parts, sized for every row",
   CHECK(w.dq_offset == 0);
   CHECK(w.lse_log2_offset == rows * 64 * 4);
   CHECK(w.delta_offset == w.lse_log2_offset + rows * 4);
-  CHECK(w.bytes == w.delta_offset + rows * 4);
+  CHECK(w.order_offset == w.delta_offset + rows * 4);
+  CHECK(w.bytes == w.order_offset + 512);  // rows / 16 int32 counters, rounded up to 256 bytes
   CHECK(w.lse_log2_offset % flashmma::kBackwardWorkspaceAlignment == 0);
   CHECK(w.delta_offset % flashmma::kBackwardWorkspaceAlignment == 0);
   CHECK(flashmma::backward_workspace_bytes(BackwardParams{}) == 0);

@@ -180,6 +180,30 @@ TEST_CASE("backward<Config>: the built-in policy of params' fields", "[gpu][back
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("backward: packed sequences of variable lengths (cu_seqlens)",
+                        "[gpu][backward][varlen]", BackwardConfigs) {
+  using Element = typename TestType::element_type;
+  // Lengths 0 and 1, odd ones, queries longer and shorter than keys, one sequence alone.
+  const std::vector<int32_t> lengths_q = {5, 0, 77, 130, 1, 3};
+  const std::vector<int32_t> lengths_k = {64, 9, 200, 130, 0, 1};
+  const SlidingWindow window{{}, 40, 10};
+  const auto run = [](const auto& policy) {
+    return [&policy](const BackwardParams& p) { return flashmma::backward<TestType>(p, policy); };
+  };
+  for (const int64_t group : {1, 4}) {
+    INFO("heads_q = " << 2 * group << ", heads_kv = 2");
+    flashmma::test::check_backward_varlen_case<Element>(
+        lengths_q, lengths_k, 2 * group, 2, TestType::kHeadDim, FullAttention{}, run(FullAttention{}));
+    flashmma::test::check_backward_varlen_case<Element>(
+        lengths_q, lengths_k, 2 * group, 2, TestType::kHeadDim, CausalMask{}, run(CausalMask{}));
+    flashmma::test::check_backward_varlen_case<Element>(lengths_q, lengths_k, 2 * group, 2,
+                                                        TestType::kHeadDim, window, run(window));
+  }
+  const std::vector<int32_t> one = {333};
+  flashmma::test::check_backward_varlen_case<Element>(one, one, 2, 1, TestType::kHeadDim,
+                                                      CausalMask{}, run(CausalMask{}));
+}
+
 TEST_CASE("backward: the deterministic mode gives the same bits in every run", "[gpu][backward]") {
   // Many key tiles per query tile and GQA: the default order of dQ's atomics varies here.
   using Config = flashmma::DefaultBackwardConfigT<__nv_bfloat16, 64>;

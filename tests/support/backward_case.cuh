@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -258,6 +259,133 @@ void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, L
     INFO(g.name << ": relative L2 error " << error << " (bound " << kBackwardRelativeL2<Element>
                 << "), elements outside the tensor written: " << lost);
     CHECK(finite);
+    CHECK(error <= kBackwardRelativeL2<Element>);
+    CHECK(lost == 0);
+  }
+}
+
+// Packed sequences of the given lengths (cu_seqlens_q, cu_seqlens_k; lengths 0 allowed): the
+// gradients of each sequence against the reference run on that sequence alone.
+template <class Element, class HostPolicy, class Launch>
+void check_backward_varlen_case(const std::vector<int32_t>& lengths_q,
+                                const std::vector<int32_t>& lengths_k, int64_t heads_q,
+                                int64_t heads_kv, int64_t head_dim, const HostPolicy& host_policy,
+                                Launch&& launch) {
+  const int64_t batch = static_cast<int64_t>(lengths_q.size());
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  for (int64_t b = 0; b < batch; ++b) {
+    cu_q.push_back(cu_q.back() + lengths_q[b]);
+    cu_k.push_back(cu_k.back() + lengths_k[b]);
+  }
+  const int64_t total_q = cu_q.back(), total_k = cu_k.back();
+  const int64_t max_q = *std::max_element(lengths_q.begin(), lengths_q.end());
+  const int64_t max_k = *std::max_element(lengths_k.begin(), lengths_k.end());
+  const double scale = resolved_softmax_scale(std::numeric_limits<float>::quiet_NaN(), head_dim);
+  const auto rounded = [](std::vector<double> values) {
+    for (double& x : values) x = round_to<Element>(x);
+    return values;
+  };
+  const std::vector<double> q = rounded(normal_values(total_q * heads_q * head_dim, 11));
+  const std::vector<double> k = rounded(normal_values(total_k * heads_kv * head_dim, 12));
+  const std::vector<double> v = rounded(normal_values(total_k * heads_kv * head_dim, 13));
+  const std::vector<double> d_o = rounded(normal_values(total_q * heads_q * head_dim, 14));
+  std::vector<double> o(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<float> lse(static_cast<std::size_t>(heads_q * total_q));
+  const int64_t q_row = heads_q * head_dim, kv_row = heads_kv * head_dim;
+  for (int64_t b = 0; b < batch; ++b) {
+    const ProblemShape shape =
+        make_problem_shape(1, lengths_q[b], lengths_k[b], heads_q, heads_kv, head_dim);
+    const auto slice = [](const std::vector<double>& x, int64_t first, int64_t rows, int64_t row) {
+      return std::vector<double>(x.begin() + first * row, x.begin() + (first + rows) * row);
+    };
+    const BackwardReference r = backward_reference(
+        shape, scale, host_policy, slice(q, cu_q[b], lengths_q[b], q_row),
+        slice(k, cu_k[b], lengths_k[b], kv_row), slice(v, cu_k[b], lengths_k[b], kv_row),
+        slice(d_o, cu_q[b], lengths_q[b], q_row));
+    std::copy(r.o.begin(), r.o.end(), o.begin() + cu_q[b] * q_row);
+    std::copy(r.dq.begin(), r.dq.end(), dq.begin() + cu_q[b] * q_row);
+    std::copy(r.dk.begin(), r.dk.end(), dk.begin() + cu_k[b] * kv_row);
+    std::copy(r.dv.begin(), r.dv.end(), dv.begin() + cu_k[b] * kv_row);
+    for (int64_t h = 0; h < heads_q; ++h) {
+      for (int64_t i = 0; i < lengths_q[b]; ++i) {
+        lse[h * total_q + cu_q[b] + i] = static_cast<float>(r.lse[h * lengths_q[b] + i]);
+      }
+    }
+  }
+  o = rounded(o);
+
+  // Packed tensors are one "batch entry" of all rows in LayoutTensor's terms.
+  const auto packed = [&](int64_t rows, int64_t heads) {
+    return LayoutTensor<Element>(Layout::kBSHD, 1, rows, heads, head_dim);
+  };
+  LayoutTensor<Element> q_t = packed(total_q, heads_q), o_t = packed(total_q, heads_q),
+                        do_t = packed(total_q, heads_q), dq_t = packed(total_q, heads_q);
+  LayoutTensor<Element> k_t = packed(total_k, heads_kv), v_t = packed(total_k, heads_kv),
+                        dk_t = packed(total_k, heads_kv), dv_t = packed(total_k, heads_kv);
+  q_t.upload(&q);
+  k_t.upload(&k);
+  v_t.upload(&v);
+  o_t.upload(&o);
+  do_t.upload(&d_o);
+  dq_t.upload(nullptr);
+  dk_t.upload(nullptr);
+  dv_t.upload(nullptr);
+  DeviceBuffer<float> lse_buffer(static_cast<int64_t>(lse.size()));
+  lse_buffer.copy_from_host(lse);
+  DeviceBuffer<int32_t> cu_q_buffer(batch + 1), cu_k_buffer(batch + 1);
+  cu_q_buffer.copy_from_host(cu_q);
+  cu_k_buffer.copy_from_host(cu_k);
+
+  BackwardParams p;
+  static_cast<ProblemShape&>(p) =
+      make_problem_shape(batch, max_q, max_k, heads_q, heads_kv, head_dim);
+  p.dtype = ElementTraits<Element>::kScalarType;
+  p.cu_seqlens_q = cu_q_buffer.get();
+  p.cu_seqlens_k = cu_k_buffer.get();
+  p.total_q = total_q;
+  const auto strides = [](const LayoutTensor<Element>& t) {
+    TensorStrides packed_strides = t.strides;
+    packed_strides.batch = 0;
+    return packed_strides;
+  };
+  p.q = q_t.buffer.get();
+  p.k = k_t.buffer.get();
+  p.v = v_t.buffer.get();
+  p.o = o_t.buffer.get();
+  p.lse = lse_buffer.get();
+  p.d_o = do_t.buffer.get();
+  p.dq = dq_t.buffer.get();
+  p.dk = dk_t.buffer.get();
+  p.dv = dv_t.buffer.get();
+  p.q_strides = strides(q_t);
+  p.k_strides = strides(k_t);
+  p.v_strides = strides(v_t);
+  p.o_strides = strides(o_t);
+  p.do_strides = strides(do_t);
+  p.dq_strides = strides(dq_t);
+  p.dk_strides = strides(dk_t);
+  p.dv_strides = strides(dv_t);
+  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(backward_workspace_bytes(p)));
+  poison(workspace);
+  p.workspace = workspace.get();
+  p.workspace_bytes = workspace.bytes();
+
+  const Status status = launch(p);
+  INFO(status.message());
+  REQUIRE(status.ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  const struct {
+    const char* name;
+    const LayoutTensor<Element>& tensor;
+    const std::vector<double>& want;
+  } gradients[] = {{"dq", dq_t, dq}, {"dk", dk_t, dk}, {"dv", dv_t, dv}};
+  for (const auto& g : gradients) {
+    int64_t lost = 0;
+    const std::vector<double> got = g.tensor.download(lost);
+    const double error = relative_l2(got, g.want);
+    INFO(g.name << ": relative L2 error " << error << " (bound " << kBackwardRelativeL2<Element>
+                << "), elements outside the tensor written: " << lost);
+    CHECK(all_finite(got));
     CHECK(error <= kBackwardRelativeL2<Element>);
     CHECK(lost == 0);
   }

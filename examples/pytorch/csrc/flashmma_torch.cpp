@@ -22,12 +22,19 @@
 //   out, lse = torch.ops.flashmma.varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k,
 //                                                max_seqlen_q, max_seqlen_k, softmax_scale,
 //                                                causal, window_left, window_right, softcap,
-//                                                alibi_slopes, return_lse)
+//                                                alibi_slopes, return_lse, deterministic=False)
 //   the same over packed sequences of variable lengths (flash_attn_varlen_func): q (total_q,
 //   heads_q, head_dim), k and v (total_k, heads_kv, head_dim), sequence b at rows
 //   [cu_seqlens[b], cu_seqlens[b + 1]) (int32 on q's device, batch + 1 entries); seqused_k:
 //   None, or int32 (batch,), the keys each sequence uses. d, the window and ALiBi are per
 //   sequence. out: (total_q, heads_q, head_dim); lse: (heads_q, total_q).
+//
+//   dq, dk, dv = torch.ops.flashmma.varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q,
+//                                                   cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+//                                                   softmax_scale, causal, window_left,
+//                                                   window_right, softcap, alibi_slopes,
+//                                                   deterministic)
+//   the same for varlen_forward (without seqused_k): flash_attn_varlen_func's autograd formula.
 //
 //   out, lse = torch.ops.flashmma.kvcache_forward(q, k_cache, v_cache, k, v, rotary_cos,
 //                                                 rotary_sin, cache_seqlens, cache_batch_idx,
@@ -135,105 +142,6 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
 }
 
 
-// dq, dk, dv = backward(dout, q, k, v, out, lse, ...): the gradients of flash_attn_func's output
-// for the same q, k, v and variant arguments, out and lse being what forward returned for them
-// (lse: (batch, heads_q, seqlen_q) fp32). A head dim that is not a multiple of 8 is zero-padded
-// as in forward (the padding's gradients are zero) and the gradients come back as views of the
-// padded buffers.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& lse, std::optional<double> softmax_scale, bool causal,
-    int64_t window_left, int64_t window_right, double softcap,
-    const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
-  check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
-  check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
-  check_operand(v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
-  check_operand(out, "out", "(batch, seqlen_q, heads_q, head_dim)");
-  check_operand(dout, "dout", "(batch, seqlen_q, heads_q, head_dim)");
-  check_same_kind(q, k, v);
-  TORCH_CHECK_VALUE(out.sizes() == q.sizes() && dout.sizes() == q.sizes(),
-                    "flashmma_torch: out and dout must have q's shape ", q.sizes(), " (got ",
-                    out.sizes(), " and ", dout.sizes(), ")");
-  TORCH_CHECK_TYPE(out.scalar_type() == q.scalar_type() && dout.scalar_type() == q.scalar_type(),
-                   "flashmma_torch: out and dout must have q's dtype");
-  TORCH_CHECK_VALUE(out.device() == q.device() && dout.device() == q.device() &&
-                        lse.device() == q.device(),
-                    "flashmma_torch: out, dout and lse must be on q's device");
-  const int64_t batch = q.size(0);
-  const int64_t seqlen_q = q.size(1);
-  const int64_t heads_q = q.size(2);
-  const int64_t head_dim = q.size(3);
-  const int64_t seqlen_k = k.size(1);
-  const int64_t heads_kv = k.size(2);
-  TORCH_CHECK_VALUE(k.size(0) == batch && k.size(3) == head_dim,
-                    "flashmma_torch: k must be (batch, seqlen_k, heads_kv, head_dim) with q's "
-                    "batch and head dim (got ", k.sizes(), " for q ", q.sizes(), ")");
-  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat && lse.dim() == 3 &&
-                        lse.size(0) == batch && lse.size(1) == heads_q &&
-                        lse.size(2) == seqlen_q && lse.is_contiguous(),
-                    "flashmma_torch: lse must be the forward's contiguous float32 (batch, heads_q, "
-                    "seqlen_q) = (", batch, ", ", heads_q, ", ", seqlen_q, ") tensor (got ",
-                    lse.scalar_type(), " ", lse.sizes(), ")");
-  check_heads(heads_q, heads_kv, head_dim);
-  check_scale_and_softcap(softmax_scale, softcap);
-  const AlibiSlopes alibi = alibi_slopes.has_value()
-                                ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
-                                : AlibiSlopes{};
-
-  const c10::cuda::CUDAGuard device_guard(q.device());
-  const double scale = softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  const int64_t padded_dim = padded_head_dim(head_dim);
-  at::Tensor dq = at::empty({batch, seqlen_q, heads_q, padded_dim}, q.options());
-  at::Tensor dk = at::empty({batch, seqlen_k, heads_kv, padded_dim}, q.options());
-  at::Tensor dv = at::empty({batch, seqlen_k, heads_kv, padded_dim}, q.options());
-  const auto narrowed = [&] {
-    return std::make_tuple(dq.narrow(3, 0, head_dim), dk.narrow(3, 0, head_dim),
-                           dv.narrow(3, 0, head_dim));
-  };
-  if (dq.numel() == 0 && dk.numel() == 0) return narrowed();
-  if (batch == 0 || heads_q == 0 || seqlen_q == 0 || seqlen_k == 0) {
-    dq.zero_();
-    dk.zero_();
-    dv.zero_();
-    return narrowed();
-  }
-
-  const at::Tensor q_ready = prepare_operand(q, padded_dim);
-  const at::Tensor k_ready = prepare_operand(k, padded_dim);
-  const at::Tensor v_ready = prepare_operand(v, padded_dim);
-  const at::Tensor out_ready = prepare_operand(out, padded_dim);
-  const at::Tensor dout_ready = prepare_operand(dout, padded_dim);
-
-  flashmma::BackwardParams params;
-  set_tensors(params, q_ready, k_ready, v_ready, out_ready, &lse);
-  params.batch = batch;
-  params.seqlen_q = seqlen_q;
-  params.seqlen_k = seqlen_k;
-  params.heads_q = heads_q;
-  params.heads_kv = heads_kv;
-  params.head_dim = padded_dim;
-  params.softmax_scale = static_cast<float>(scale);
-  set_variant(params, causal, window_left, window_right, softcap, alibi);
-  params.d_o = dout_ready.data_ptr();
-  params.dq = dq.data_ptr();
-  params.dk = dk.data_ptr();
-  params.dv = dv.data_ptr();
-  params.do_strides = strides_of(dout_ready);
-  params.dq_strides = strides_of(dq);
-  params.dk_strides = strides_of(dk);
-  params.dv_strides = strides_of(dv);
-  // The fp32 dQ accumulator and two values per query row, from PyTorch's caching allocator.
-  const std::size_t workspace_bytes = flashmma::backward_workspace_bytes(params);
-  at::Tensor workspace =
-      at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
-  params.workspace = workspace.data_ptr();
-  params.workspace_bytes = workspace_bytes;
-  params.deterministic = deterministic;
-  raise_on_error(
-      launch_backward(params, at::cuda::getCurrentCUDAStream(q.device().index()).stream()));
-  return narrowed();
-}
-
 // A packed int32 [batch + 1] (or [batch]) array of lengths on q's device, as the kernels read it.
 void check_lengths_array(const at::Tensor& t, const char* name, int64_t size, const at::Tensor& q) {
   TORCH_CHECK_VALUE(t.defined(), "flashmma_torch: ", name, " is an undefined tensor");
@@ -255,7 +163,8 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
     const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& seqused_k,
     int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<double> softmax_scale, bool causal,
     int64_t window_left, int64_t window_right, double softcap,
-    const std::optional<at::Tensor>& alibi_slopes, bool return_lse) {
+    const std::optional<at::Tensor>& alibi_slopes, bool return_lse, bool deterministic) {
+  (void)deterministic;  // for the backward pass (the autograd formula reads it)
   check_operand(q, "q", "(total_q, heads_q, head_dim)", 3);
   check_operand(k, "k", "(total_k, heads_kv, head_dim)", 3);
   check_operand(v, "v", "(total_k, heads_kv, head_dim)", 3);
@@ -315,6 +224,167 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
   set_variant(params, causal, window_left, window_right, softcap, alibi);
   run_forward(params, q.options());
   return {out.narrow(2, 0, head_dim), lse};
+}
+
+// Packed sequences of variable lengths for the backward pass (varlen_backward).
+struct PackedSequences {
+  const at::Tensor& cu_seqlens_q;
+  const at::Tensor& cu_seqlens_k;
+  int64_t max_seqlen_q;
+  int64_t max_seqlen_k;
+};
+
+// The gradients of forward's (packed == nullptr: q (batch, seqlen_q, heads_q, d)) or of
+// varlen_forward's (q (total_q, heads_q, d)) output for the same q, k, v and variant arguments,
+// out and lse being what that call returned (lse: (batch, heads_q, seqlen_q) or (heads_q,
+// total_q) fp32). A head dim that is not a multiple of 8 is zero-padded as in the forward (the
+// padding's gradients are zero) and the gradients come back as views of the padded buffers.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> run_backward(
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, const PackedSequences* packed,
+    std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
+    double softcap, const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+  const int64_t dims = packed != nullptr ? 3 : 4;
+  const char* q_layout = packed != nullptr ? "(total_q, heads_q, head_dim)"
+                                           : "(batch, seqlen_q, heads_q, head_dim)";
+  const char* kv_layout = packed != nullptr ? "(total_k, heads_kv, head_dim)"
+                                            : "(batch, seqlen_k, heads_kv, head_dim)";
+  check_operand(q, "q", q_layout, dims);
+  check_operand(k, "k", kv_layout, dims);
+  check_operand(v, "v", kv_layout, dims);
+  check_operand(out, "out", q_layout, dims);
+  check_operand(dout, "dout", q_layout, dims);
+  check_same_kind(q, k, v);
+  TORCH_CHECK_VALUE(out.sizes() == q.sizes() && dout.sizes() == q.sizes(),
+                    "flashmma_torch: out and dout must have q's shape ", q.sizes(), " (got ",
+                    out.sizes(), " and ", dout.sizes(), ")");
+  TORCH_CHECK_TYPE(out.scalar_type() == q.scalar_type() && dout.scalar_type() == q.scalar_type(),
+                   "flashmma_torch: out and dout must have q's dtype");
+  TORCH_CHECK_VALUE(out.device() == q.device() && dout.device() == q.device() &&
+                        lse.device() == q.device(),
+                    "flashmma_torch: out, dout and lse must be on q's device");
+  const int64_t heads_q = q.size(dims - 2);
+  const int64_t head_dim = q.size(dims - 1);
+  const int64_t heads_kv = k.size(dims - 2);
+  TORCH_CHECK_VALUE(k.size(dims - 1) == head_dim && (packed != nullptr || k.size(0) == q.size(0)),
+                    "flashmma_torch: k must be ", kv_layout, " with q's ",
+                    packed != nullptr ? "head dim" : "batch and head dim", " (got ", k.sizes(),
+                    " for q ", q.sizes(), ")");
+  int64_t batch, seqlen_q, seqlen_k, total_q = 0;
+  if (packed != nullptr) {
+    TORCH_CHECK_VALUE(packed->cu_seqlens_q.defined() && packed->cu_seqlens_q.dim() == 1 &&
+                          packed->cu_seqlens_q.size(0) >= 1,
+                      "flashmma_torch: cu_seqlens_q must have shape (batch + 1,)");
+    batch = packed->cu_seqlens_q.size(0) - 1;
+    check_lengths_array(packed->cu_seqlens_q, "cu_seqlens_q", batch + 1, q);
+    check_lengths_array(packed->cu_seqlens_k, "cu_seqlens_k", batch + 1, q);
+    TORCH_CHECK_VALUE(packed->max_seqlen_q >= 0 && packed->max_seqlen_k >= 0,
+                      "flashmma_torch: max_seqlen_q and max_seqlen_k must be >= 0");
+    seqlen_q = packed->max_seqlen_q;
+    seqlen_k = packed->max_seqlen_k;
+    total_q = q.size(0);
+  } else {
+    batch = q.size(0);
+    seqlen_q = q.size(1);
+    seqlen_k = k.size(1);
+  }
+  const std::vector<int64_t> lse_shape =
+      packed != nullptr ? std::vector<int64_t>{heads_q, total_q}
+                        : std::vector<int64_t>{batch, heads_q, seqlen_q};
+  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape) &&
+                        lse.is_contiguous(),
+                    "flashmma_torch: lse must be the forward's contiguous float32 ",
+                    at::IntArrayRef(lse_shape), " tensor (got ", lse.scalar_type(), " ",
+                    lse.sizes(), ")");
+  check_heads(heads_q, heads_kv, head_dim);
+  check_scale_and_softcap(softmax_scale, softcap);
+  const AlibiSlopes alibi = alibi_slopes.has_value()
+                                ? prepare_alibi_slopes(*alibi_slopes, q, batch, heads_q)
+                                : AlibiSlopes{};
+
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  const double scale = softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  const int64_t padded_dim = padded_head_dim(head_dim);
+  const auto padded_like = [&](const at::Tensor& t) {
+    std::vector<int64_t> sizes = t.sizes().vec();
+    sizes.back() = padded_dim;
+    return at::empty(sizes, q.options());
+  };
+  at::Tensor dq = padded_like(q);
+  at::Tensor dk = padded_like(k);
+  at::Tensor dv = padded_like(v);
+  const auto narrowed = [&] {
+    return std::make_tuple(dq.narrow(dims - 1, 0, head_dim), dk.narrow(dims - 1, 0, head_dim),
+                           dv.narrow(dims - 1, 0, head_dim));
+  };
+  if (dq.numel() == 0 && dk.numel() == 0) return narrowed();
+  if (batch == 0 || heads_q == 0 || seqlen_q == 0 || seqlen_k == 0 || dq.numel() == 0 ||
+      dk.numel() == 0) {
+    dq.zero_();
+    dk.zero_();
+    dv.zero_();
+    return narrowed();
+  }
+
+  const at::Tensor q_ready = prepare_operand(q, padded_dim);
+  const at::Tensor k_ready = prepare_operand(k, padded_dim);
+  const at::Tensor v_ready = prepare_operand(v, padded_dim);
+  const at::Tensor out_ready = prepare_operand(out, padded_dim);
+  const at::Tensor dout_ready = prepare_operand(dout, padded_dim);
+
+  flashmma::BackwardParams params;
+  set_tensors(params, q_ready, k_ready, v_ready, out_ready, &lse);
+  params.batch = batch;
+  params.seqlen_q = seqlen_q;
+  params.seqlen_k = seqlen_k;
+  params.heads_q = heads_q;
+  params.heads_kv = heads_kv;
+  params.head_dim = padded_dim;
+  if (packed != nullptr) {
+    params.cu_seqlens_q = packed->cu_seqlens_q.data_ptr<int32_t>();
+    params.cu_seqlens_k = packed->cu_seqlens_k.data_ptr<int32_t>();
+    params.total_q = total_q;
+  }
+  params.softmax_scale = static_cast<float>(scale);
+  set_variant(params, causal, window_left, window_right, softcap, alibi);
+  params.d_o = dout_ready.data_ptr();
+  params.dq = dq.data_ptr();
+  params.dk = dk.data_ptr();
+  params.dv = dv.data_ptr();
+  params.do_strides = strides_of(dout_ready);
+  params.dq_strides = strides_of(dq);
+  params.dk_strides = strides_of(dk);
+  params.dv_strides = strides_of(dv);
+  // The fp32 dQ accumulator and two values per query row, from PyTorch's caching allocator.
+  const std::size_t workspace_bytes = flashmma::backward_workspace_bytes(params);
+  at::Tensor workspace =
+      at::empty({static_cast<int64_t>(workspace_bytes)}, q.options().dtype(at::kByte));
+  params.workspace = workspace.data_ptr();
+  params.workspace_bytes = workspace_bytes;
+  params.deterministic = deterministic;
+  raise_on_error(
+      launch_backward(params, at::cuda::getCurrentCUDAStream(q.device().index()).stream()));
+  return narrowed();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, std::optional<double> softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap,
+    const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+  return run_backward(dout, q, k, v, out, lse, nullptr, softmax_scale, causal, window_left,
+                      window_right, softcap, alibi_slopes, deterministic);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> varlen_backward(
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+    std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
+    double softcap, const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+  const PackedSequences packed{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k};
+  return run_backward(dout, q, k, v, out, lse, &packed, softmax_scale, causal, window_left,
+                      window_right, softcap, alibi_slopes, deterministic);
 }
 
 // FlashAttention-2's flash_attn_with_kvcache: q (batch, seqlen_q, heads_q, d) over a cache
@@ -475,8 +545,8 @@ TORCH_LIBRARY(flashmma, m) {
   m.def(
       "varlen_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,"
       " Tensor? seqused_k, int max_seqlen_q, int max_seqlen_k, float? softmax_scale, bool causal,"
-      " int window_left, int window_right, float softcap, Tensor? alibi_slopes, bool return_lse)"
-      " -> (Tensor out, Tensor lse)");
+      " int window_left, int window_right, float softcap, Tensor? alibi_slopes, bool return_lse,"
+      " bool deterministic=False) -> (Tensor out, Tensor lse)");
   m.def(
       "kvcache_forward(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v,"
       " Tensor? rotary_cos, Tensor? rotary_sin, Tensor? cache_seqlens, Tensor? cache_batch_idx,"
@@ -487,6 +557,11 @@ TORCH_LIBRARY(flashmma, m) {
       "backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,"
       " float? softmax_scale, bool causal, int window_left, int window_right, float softcap,"
       " Tensor? alibi_slopes, bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)");
+  m.def(
+      "varlen_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,"
+      " Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,"
+      " float? softmax_scale, bool causal, int window_left, int window_right, float softcap,"
+      " Tensor? alibi_slopes, bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)");
 }
 
 // CPU tensors reach the same checks, which refuse them with a message naming the argument.
@@ -495,12 +570,14 @@ TORCH_LIBRARY_IMPL(flashmma, CUDA, m) {
   m.impl("varlen_forward", &flashmma_torch::varlen_forward);
   m.impl("kvcache_forward", &flashmma_torch::kvcache_forward);
   m.impl("backward", &flashmma_torch::backward);
+  m.impl("varlen_backward", &flashmma_torch::varlen_backward);
 }
 TORCH_LIBRARY_IMPL(flashmma, CPU, m) {
   m.impl("forward", &flashmma_torch::forward);
   m.impl("varlen_forward", &flashmma_torch::varlen_forward);
   m.impl("kvcache_forward", &flashmma_torch::kvcache_forward);
   m.impl("backward", &flashmma_torch::backward);
+  m.impl("varlen_backward", &flashmma_torch::varlen_backward);
 }
 
 // Importing the module (flashmma_torch._C) is what loads the library and registers the operator.

@@ -15,8 +15,8 @@ torch.compile(fullgraph=True) and torch.export trace. Importing the package load
 without a prior `pip install`, the first import compiles it (a few minutes) and later imports
 reuse that build.
 
-flash_attn_func is differentiable (flashmma's backward pass); flash_attn_varlen_func and
-flash_attn_with_kvcache are forward only: calling them with q, k or v requiring grad in grad mode
+flash_attn_func and flash_attn_varlen_func are differentiable (flashmma's backward pass);
+flash_attn_with_kvcache is forward only: calling it with q, k or v requiring grad in grad mode
 raises NotImplementedError.
 """
 
@@ -62,6 +62,11 @@ def _softcap_value(softcap) -> float:
     if not 0.0 <= value < math.inf:
         raise ValueError(f"softcap must be a finite number >= 0, 0.0 turning it off (got {softcap!r})")
     return value
+
+
+def _needs_grad(q, k, v) -> bool:
+    """Whether the call may be differentiated: then the operator must return its lse."""
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
 def _common_arguments(dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs):
@@ -159,11 +164,10 @@ def flash_attn_func(
     scale, window_left, window_right, softcap = _common_arguments(
         dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
     )
-    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     # The backward pass needs the lse: ask for it whenever a gradient may be taken.
     out, lse = torch.ops.flashmma.forward(
         q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
-        bool(return_lse or needs_grad), bool(deterministic),
+        bool(return_lse or _needs_grad(q, k, v)), bool(deterministic),
     )
     return (out, lse) if return_lse else out
 
@@ -211,6 +215,9 @@ def flash_attn_varlen_func(
     Returns:
         out, (total_q, heads_q, head_dim) in q's dtype; with return_lse=True, (out, lse).
 
+    Differentiable in q, k and v as flash_attn_func is (without seqused_k: a call with
+    seqused_k whose inputs require grad raises NotImplementedError).
+
     The lengths are read on the GPU only: nothing here synchronizes with the device.
     """
     if block_table is not None:
@@ -233,7 +240,8 @@ def flash_attn_varlen_func(
         window_right,
         softcap,
         alibi_slopes,
-        bool(return_lse),
+        bool(return_lse or _needs_grad(q, k, v)),
+        bool(deterministic),
     )
     return (out, lse) if return_lse else out
 

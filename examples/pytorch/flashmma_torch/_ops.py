@@ -1,14 +1,15 @@
-"""The Python side of the operators torch.ops.flashmma.forward, varlen_forward, kvcache_forward and
-backward (defined and run on CUDA by the compiled extension, csrc/flashmma_torch.cpp):
+"""The Python side of the operators torch.ops.flashmma.forward, varlen_forward, kvcache_forward,
+backward and varlen_backward (defined and run on CUDA by the compiled extension, csrc/flashmma_torch.cpp):
 
 - their fake implementations, which give torch.compile and torch.export the outputs' shapes,
   dtypes and strides without running the kernel;
 - forward's autograd formula: it saves q, k, v, out and lse (never the probabilities) and runs
   torch.ops.flashmma.backward. forward must then return its lse (flash_attn_func asks for it
   whenever a gradient may be needed); the lse output itself is not differentiable, as in
-  FlashAttention. varlen_forward has no backward pass yet: its formula refuses as soon as it is
-  called with an input that requires grad in grad mode, rather than returning an output that
-  silently has no gradient. kvcache_forward writes the cache in place, which PyTorch gives no
+  FlashAttention. varlen_forward's formula does the same with torch.ops.flashmma.varlen_backward
+  (and refuses seqused_k, which that backward does not take, as soon as the forward is called
+  with an input that requires grad in grad mode, rather than returning an output that silently
+  has no gradient). kvcache_forward writes the cache in place, which PyTorch gives no
   autograd formula: flash_attn_with_kvcache refuses inputs that require grad itself
   (refuse_grad below).
 
@@ -19,6 +20,7 @@ import torch
 
 OPERATOR = "flashmma::forward"
 BACKWARD_OPERATOR = "flashmma::backward"
+VARLEN_BACKWARD_OPERATOR = "flashmma::varlen_backward"
 VARLEN_OPERATOR = "flashmma::varlen_forward"
 KVCACHE_OPERATOR = "flashmma::kvcache_forward"
 
@@ -32,10 +34,16 @@ def _padded(head_dim):
 
 
 BACKWARD_MISSING = (
-    "flashmma_torch: the backward pass of variable-length batches and KV caches is not "
-    "implemented yet, and flash_attn_varlen_func (or flash_attn_with_kvcache) was called "
-    "with q, k or v requiring grad while grad mode is enabled. Call it without grad: under "
-    "`with torch.no_grad():` (or torch.inference_mode()), or on q.detach(), k.detach(), v.detach()."
+    "flashmma_torch: the backward pass of KV caches is not implemented yet, and "
+    "flash_attn_with_kvcache was called with q, k or v requiring grad while grad mode is enabled. "
+    "Call it without grad: under `with torch.no_grad():` (or torch.inference_mode()), or on "
+    "q.detach(), k.detach(), v.detach()."
+)
+
+SEQUSED_K_BACKWARD = (
+    "flashmma_torch: the backward pass of flash_attn_varlen_func with seqused_k is not "
+    "implemented yet, and it was called with q, k or v requiring grad while grad mode is enabled. "
+    "Call it without grad (torch.no_grad(), or detached tensors), or without seqused_k."
 )
 
 LSE_NEEDED = (
@@ -70,7 +78,7 @@ def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, sof
 @torch.library.register_fake(VARLEN_OPERATOR)
 def _varlen_forward_fake(
     q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-    window_left, window_right, softcap, alibi_slopes, return_lse,
+    window_left, window_right, softcap, alibi_slopes, return_lse, deterministic=False,
 ):
     torch._check(q.dim() == 3, lambda: f"flashmma_torch: q must have 3 dimensions (got {q.dim()})")
     torch._check(k.dim() == 3, lambda: f"flashmma_torch: k must have 3 dimensions (got {k.dim()})")
@@ -100,11 +108,19 @@ def _kvcache_forward_fake(
 def _backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
                    alibi_slopes, deterministic):
     # The gradients are views of buffers of the padded head dim, as out is (csrc/flashmma_torch.cpp).
-    def gradient(like):
-        batch, seqlen, heads, head_dim = like.shape
-        return like.new_empty((batch, seqlen, heads, _padded(head_dim)))[..., :head_dim]
+    return _padded_gradient(q), _padded_gradient(k), _padded_gradient(v)
 
-    return gradient(q), gradient(k), gradient(v)
+
+@torch.library.register_fake(VARLEN_BACKWARD_OPERATOR)
+def _varlen_backward_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+                          deterministic):
+    return _padded_gradient(q), _padded_gradient(k), _padded_gradient(v)
+
+
+def _padded_gradient(like):
+    # A view of a buffer of the padded head dim, as out is (csrc/flashmma_torch.cpp).
+    return like.new_empty(like.shape[:-1] + (_padded(like.shape[-1]),))[..., :like.shape[-1]]
 
 
 def _forward_setup_context(ctx, inputs, output):
@@ -131,17 +147,34 @@ def _forward_backward(ctx, grad_out, grad_lse):
     return (dq, dk, dv) + (None,) * (len(ctx.needs_input_grad) - 3)
 
 
-def _setup_context(ctx, inputs, output):
-    # varlen_forward: runs only when grad mode is on and q, k or v requires grad.
-    raise NotImplementedError(BACKWARD_MISSING)
+def _varlen_setup_context(ctx, inputs, output):
+    (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+     window_left, window_right, softcap, alibi_slopes, return_lse) = inputs[:15]
+    deterministic = inputs[15] if len(inputs) > 15 else False
+    if seqused_k is not None:
+        raise NotImplementedError(SEQUSED_K_BACKWARD)
+    out, lse = output
+    if not return_lse:
+        raise RuntimeError(LSE_NEEDED)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
+    ctx.arguments = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                     deterministic)
+    ctx.mark_non_differentiable(lse)
 
 
-def _backward(ctx, grad_out, grad_lse):
-    raise NotImplementedError(BACKWARD_MISSING)
+def _varlen_backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes = ctx.saved_tensors
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()
+    dq, dk, dv = torch.ops.flashmma.varlen_backward(
+        grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *ctx.arguments[:7], alibi_slopes,
+        ctx.arguments[7],
+    )
+    return (dq, dk, dv) + (None,) * (len(ctx.needs_input_grad) - 3)
 
 
 torch.library.register_autograd(OPERATOR, _forward_backward, setup_context=_forward_setup_context)
-torch.library.register_autograd(VARLEN_OPERATOR, _backward, setup_context=_setup_context)
+torch.library.register_autograd(VARLEN_OPERATOR, _varlen_backward, setup_context=_varlen_setup_context)
 
 
 def refuse_grad(*tensors):

@@ -44,9 +44,12 @@ struct BackwardArgs {
 
 // The facts of one (batch, query head)'s sequence for a backward kernel: the forward's
 // (SequenceInfo: lengths, Q, K, V, O, the LSE row) and the gradients' base pointers and the
-// workspace row of its query 0.
-template <class Element>
-struct BackwardSequence : SequenceInfo<Element, /*kVariableLengths=*/false> {
+// workspace row of its query 0. kVariableLengths: packed sequences of variable lengths
+// (cu_seqlens_q, cu_seqlens_k) too; false compiles the dense case alone, whose lengths stay
+// in the kernel's parameters (as the forward's dense kernels keep them: read per sequence, they
+// cost the d = 128 backward tile 64 bytes of spills).
+template <class Element, bool kVariableLengths = true>
+struct BackwardSequence : SequenceInfo<Element, kVariableLengths> {
   const Element* d_o;
   Element* dq;
   Element* dk;  // of the K/V head
@@ -64,7 +67,7 @@ struct BackwardSequence : SequenceInfo<Element, /*kVariableLengths=*/false> {
 
   // `tile.head` is a query head; its K/V head is the base's kv_head.
   FLASHMMA_HOST_DEVICE BackwardSequence(const BackwardArgs<Element>& args, const WorkTile& tile)
-      : SequenceInfo<Element, false>(args.forward, tile),
+      : SequenceInfo<Element, kVariableLengths>(args.forward, tile),
         do_row_stride(args.do_strides.row),
         dq_row_stride(args.dq_strides.row),
         dk_row_stride(args.dk_strides.row),
@@ -73,10 +76,14 @@ struct BackwardSequence : SequenceInfo<Element, /*kVariableLengths=*/false> {
         do_head_stride(args.do_strides.head),
         workspace_head_stride(args.padded_rows) {
     const int64_t b = this->batch;
-    d_o = args.d_o + b * args.do_strides.batch + this->head * args.do_strides.head;
-    dq = args.dq + b * args.dq_strides.batch + this->head * args.dq_strides.head;
-    dk = args.dk + b * args.dk_strides.batch + this->kv_head * args.dk_strides.head;
-    dv = args.dv + b * args.dv_strides.batch + this->kv_head * args.dv_strides.head;
+    d_o = args.d_o + b * args.do_strides.batch + this->first_query * args.do_strides.row +
+          this->head * args.do_strides.head;
+    dq = args.dq + b * args.dq_strides.batch + this->first_query * args.dq_strides.row +
+         this->head * args.dq_strides.head;
+    dk = args.dk + b * args.dk_strides.batch + this->first_key * args.dk_strides.row +
+         this->kv_head * args.dk_strides.head;
+    dv = args.dv + b * args.dv_strides.batch + this->first_key * args.dv_strides.row +
+         this->kv_head * args.dv_strides.head;
     workspace_row = args.workspace_row(b, this->head);
   }
 

@@ -49,6 +49,7 @@ FLASHMMA_HOST_DEVICE int64_t previous_key_tile_seeing(const Policy& policy,
   for (int64_t n = key_tile - 1; n >= 0; --n) {
     const int64_t first = n * block_n;
     const int64_t last = first + block_n < lengths.seqlen_k ? first + block_n : lengths.seqlen_k;
+    if (first >= last) continue;  // past the sequence's keys: no block adds for it
     const TileRange tiles = query_tiles(policy, lengths, IndexRange{first, last}, block_m);
     if (tiles.first <= query_tile && query_tile < tiles.first + tiles.count) return n;
   }

@@ -72,6 +72,10 @@ struct SequenceInfo {
   SequenceLengths lengths;
   Rows row_map;
   int64_t rows;  // rows of the sequence's work tiles: seqlen_q, or seqlen_q x group when packed
+  // The sequence's first query and key row in packed tensors (cu_seqlens_q, cu_seqlens_k); 0 in
+  // dense ones, whose batch strides place the sequence.
+  int64_t first_query;
+  int64_t first_key;
   // Row 0 and key 0 of this (batch, head) in each tensor; row r is at q + r * q_row_stride (the
   // head stride when packed).
   const Element* q;
@@ -98,10 +102,9 @@ struct SequenceInfo {
         k_row_stride(args.k_strides.row),
         v_row_stride(args.v_strides.row),
         o_row_stride(args.o_strides.row) {
-    // The first row of the sequence in packed tensors (0 in dense ones, whose batch strides
-    // place it), and its lengths.
-    int64_t first_query = 0;
-    int64_t first_key = 0;
+    // The first row of the sequence in packed tensors, and its lengths.
+    first_query = 0;
+    first_key = 0;
     int64_t seqlen_q = args.seqlen_q;
     int64_t seqlen_k = args.seqlen_k;
     if constexpr (kVariableLengths) {

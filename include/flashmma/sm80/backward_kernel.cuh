@@ -45,7 +45,9 @@
 namespace flashmma {
 namespace sm80 {
 
-template <class Config, class Policy>
+// kVariableLengths: packed sequences of variable lengths (attention/backward_args.hpp's
+// BackwardSequence); the launch picks the dense kernel for dense batches.
+template <class Config, class Policy, bool kVariableLengths = false>
 struct BackwardKernel {
   static_assert(IsBackwardTileConfig<Config>::value,
                 "Config must be a flashmma::BackwardTileConfig<...>");
@@ -62,7 +64,8 @@ struct BackwardKernel {
   static constexpr int kThreads = Config::kThreads;
   static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
   static constexpr std::size_t kSmemBytes = Config::kSmemBytes;
-  static constexpr const char* kName = "backward_kernel";
+  static constexpr const char* kName =
+      kVariableLengths ? "backward_kernel (variable lengths)" : "backward_kernel";
 
   static GridShape grid(const ProblemShape& shape) {
     return {static_cast<unsigned>((shape.seqlen_k + Config::kBlockN - 1) / Config::kBlockN),
@@ -92,13 +95,16 @@ struct BackwardKernel {
     const int group = static_cast<int>(args.forward.group_size);
     const int first_head = kv_head * group;
     // The group's first query head: its K and V (every head of the group reads them), lengths.
-    const BackwardSequence<Element> kv_seq(
+    const BackwardSequence<Element, kVariableLengths> kv_seq(
         args, WorkTile{0, static_cast<unsigned>(first_head), static_cast<unsigned>(batch)});
     const SequenceLengths lengths = kv_seq.lengths;
     const int first_key = n_block * kBlockN;
     const IndexRange keys{first_key, first_key + kBlockN < lengths.seqlen_k
                                          ? first_key + kBlockN
                                          : lengths.seqlen_k};
+    // The grid covers the longest sequence's keys: a shorter one's tiles past its end have no
+    // row of dK or dV to write (with packed sequences those rows are the next sequence's).
+    if (keys.empty()) return;
     const TileRange q_tiles = query_tiles(params.policy, lengths, keys, kBlockM);
     const int steps = q_tiles.count * group;
 
