@@ -58,28 +58,36 @@ struct Shape {
 
 using Runner = std::function<flashmma::Status(const flashmma::BackwardParams&)>;
 
-// The tiles a run may time, by name; "default" is backward(params)'s choice.
+// Config with the shape's policy (FullAttention or CausalMask), passed as a policy so that only
+// those two kernels are compiled per config (backward(params) would compile all 72 defaults).
+template <class Config>
+flashmma::Status run_with_mask(flashmma::BackwardParams p) {
+  const bool causal = p.mask == flashmma::MaskKind::kCausal;
+  p.mask = flashmma::MaskKind::kNone;
+  if (causal) return flashmma::backward<Config>(p, flashmma::CausalMask{});
+  return flashmma::backward<Config>(p, flashmma::FullAttention{});
+}
+
+// The tiles a run may time, by name; "default" is the config backward(params) runs.
 template <class Element>
 std::map<std::string, Runner> tiles() {
   using flashmma::BackwardTileConfig;
+  using flashmma::DefaultBackwardConfigT;
   return {
-      {"default", [](const flashmma::BackwardParams& p) { return flashmma::backward(p); }},
+      {"default",
+       [](const flashmma::BackwardParams& p) {
+         switch (flashmma::backward_kernel_head_dim_for(p.head_dim)) {
+           case 64: return run_with_mask<DefaultBackwardConfigT<Element, 64>>(p);
+           case 128: return run_with_mask<DefaultBackwardConfigT<Element, 128>>(p);
+           default: return run_with_mask<DefaultBackwardConfigT<Element, 256>>(p);
+         }
+       }},
       {"d128_m32", [](const flashmma::BackwardParams& p) {
-         return flashmma::backward<BackwardTileConfig<Element, 128, 32, 8>>(p);
+         return run_with_mask<BackwardTileConfig<Element, 128, 32, 8>>(p);
        }},
-      {"d64_m128", [](const flashmma::BackwardParams& p) {
-         return flashmma::backward<BackwardTileConfig<Element, 64, 128, 8>>(p);
-       }},
-      {"d128_padded", [](const flashmma::BackwardParams& p) {
-         return flashmma::backward<
-             BackwardTileConfig<Element, 128, 64, 8, 1, flashmma::SmemLayout::kPaddedRows>>(p);
-       }},
-      {"d64_padded", [](const flashmma::BackwardParams& p) {
-         return flashmma::backward<
-             BackwardTileConfig<Element, 64, 64, 8, 1, flashmma::SmemLayout::kPaddedRows>>(p);
-       }},
-      {"d128_c2", [](const flashmma::BackwardParams& p) {
-         return flashmma::backward<BackwardTileConfig<Element, 128, 64, 8, 2>>(p);
+      {"d128_swizzled", [](const flashmma::BackwardParams& p) {
+         return run_with_mask<
+             BackwardTileConfig<Element, 128, 64, 8, 1, flashmma::SmemLayout::kXorSwizzle>>(p);
        }},
   };
 }

@@ -34,13 +34,17 @@ using flashmma::test::BackwardCase;
 using flashmma::test::DeviceBuffer;
 using flashmma::test::Layout;
 
-using BackwardConfigs = std::tuple<
-    flashmma::DefaultBackwardConfigT<__half, 64>,
-    flashmma::DefaultBackwardConfigT<__nv_bfloat16, 128>,
-    flashmma::DefaultBackwardConfigT<__half, 256>,
-    BackwardTileConfig<__nv_bfloat16, 32, 16, 2, 1, flashmma::SmemLayout::kPaddedRows>,
-    BackwardTileConfig<__half, 128, 32, 4, 1, flashmma::SmemLayout::kXorSwizzle>,
-    BackwardTileConfig<__half, 96, 32, 4>>;
+// Every tile shape runs full attention and the causal mask; the three defaults also run the
+// other policies and packed sequences (each (config, policy) pair is two kernels, dense and
+// packed: the file compiles what it must cover, no more).
+using DefaultBackwardConfigs = std::tuple<flashmma::DefaultBackwardConfigT<__half, 64>,
+                                          flashmma::DefaultBackwardConfigT<__nv_bfloat16, 128>,
+                                          flashmma::DefaultBackwardConfigT<__half, 256>>;
+using BackwardConfigs = decltype(std::tuple_cat(
+    DefaultBackwardConfigs{},
+    std::tuple<BackwardTileConfig<__nv_bfloat16, 32, 16, 2, 1, flashmma::SmemLayout::kPaddedRows>,
+               BackwardTileConfig<__half, 128, 32, 4, 1, flashmma::SmemLayout::kXorSwizzle>,
+               BackwardTileConfig<__half, 96, 32, 4>>{}));
 
 // A user's policy: keys and queries in the same chunk of `chunk` positions see each other, and
 // each query head's scores are multiplied by its temperature (d logit / d score = temperature).
@@ -103,7 +107,7 @@ TEMPLATE_LIST_TEST_CASE("backward: full attention and the causal mask", "[gpu][b
 }
 
 TEMPLATE_LIST_TEST_CASE("backward: windows, softcap and ALiBi together", "[gpu][backward]",
-                        BackwardConfigs) {
+                        DefaultBackwardConfigs) {
   const int64_t heads = 8;
   std::vector<float> slopes;  // [batch 2, heads 8]
   for (int64_t i = 0; i < 2 * heads; ++i) slopes.push_back(std::exp2(-0.5f * (i + 1)));
@@ -117,8 +121,12 @@ TEMPLATE_LIST_TEST_CASE("backward: windows, softcap and ALiBi together", "[gpu][
   check_policy<TestType>(policy, host);
 }
 
+using UserPolicyConfigs =
+    std::tuple<flashmma::DefaultBackwardConfigT<__half, 64>,
+               BackwardTileConfig<__nv_bfloat16, 32, 16, 2, 1, flashmma::SmemLayout::kPaddedRows>>;
+
 TEMPLATE_LIST_TEST_CASE("backward: a user's policy with a mask and a transform",
-                        "[gpu][backward]", BackwardConfigs) {
+                        "[gpu][backward]", UserPolicyConfigs) {
   std::vector<float> temperatures;
   for (int i = 0; i < 8; ++i) temperatures.push_back(0.5f + 0.25f * i);
   DeviceBuffer<float> device_temperatures(8);
@@ -181,7 +189,7 @@ TEST_CASE("backward<Config>: the built-in policy of params' fields", "[gpu][back
 }
 
 TEMPLATE_LIST_TEST_CASE("backward: packed sequences of variable lengths (cu_seqlens)",
-                        "[gpu][backward][varlen]", BackwardConfigs) {
+                        "[gpu][backward][varlen]", DefaultBackwardConfigs) {
   using Element = typename TestType::element_type;
   // Lengths 0 and 1, odd ones, queries longer and shorter than keys, one sequence alone.
   const std::vector<int32_t> lengths_q = {5, 0, 77, 130, 1, 3};
@@ -206,7 +214,7 @@ TEMPLATE_LIST_TEST_CASE("backward: packed sequences of variable lengths (cu_seql
 
 TEST_CASE("backward: the deterministic mode gives the same bits in every run", "[gpu][backward]") {
   // Many key tiles per query tile and GQA: the default order of dQ's atomics varies here.
-  using Config = flashmma::DefaultBackwardConfigT<__nv_bfloat16, 64>;
+  using Config = flashmma::DefaultBackwardConfigT<__half, 64>;
   using Element = Config::element_type;
   const SlidingWindow window{{}, 300, 100};
   for (const int variant : {0, 1, 2}) {
