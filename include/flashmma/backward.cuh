@@ -55,7 +55,8 @@ KernelRequirements backward_kernel_requirements() {
   req.block_m = Config::kBlockM;
   req.smem_bytes = Config::kSmemBytes;
   req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
-  req.variable_lengths = false;
+  // cu_seqlens: taken (validate_backward_params refuses seqused_k and the rest first).
+  req.variable_lengths = true;
   req.paged_kv = false;
   return req;
 }
