@@ -44,23 +44,6 @@
 
 namespace flashmma {
 
-// What a BackwardTileConfig requires of the call and the device (validate.hpp's checks).
-template <class Config>
-KernelRequirements backward_kernel_requirements() {
-  static_assert(IsBackwardTileConfig<Config>::value,
-                "Config must be a flashmma::BackwardTileConfig<...>");
-  KernelRequirements req;
-  req.dtype = Config::kScalarType;
-  req.head_dim = Config::kHeadDim;
-  req.block_m = Config::kBlockM;
-  req.smem_bytes = Config::kSmemBytes;
-  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
-  // cu_seqlens: taken (validate_backward_params refuses seqused_k and the rest first).
-  req.variable_lengths = true;
-  req.paged_kv = false;
-  return req;
-}
-
 // The backward kernel type backward<Config> runs for one score policy, for dense batches or
 // (kVariableLengths) packed sequences (its __global__ function is
 // kernel_entry<BackwardKernelFor<Config, Policy, ...>>).

@@ -13,6 +13,7 @@
 #include "flashmma/backward_params.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
+#include "flashmma/traits/backward_config.hpp"
 #include "flashmma/validate.hpp"
 
 namespace flashmma {
@@ -47,6 +48,24 @@ inline Status check_backward_supported(const BackwardParams& p) {
 }
 
 }  // namespace detail
+
+// What a BackwardTileConfig requires of the call and the device (validate.hpp's
+// validate_for_kernel and validate_for_device).
+template <class Config>
+KernelRequirements backward_kernel_requirements() {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  KernelRequirements req;
+  req.dtype = Config::kScalarType;
+  req.head_dim = Config::kHeadDim;
+  req.block_m = Config::kBlockM;
+  req.smem_bytes = Config::kSmemBytes;
+  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  // cu_seqlens: taken (validate_backward_params refuses seqused_k and the rest first).
+  req.variable_lengths = true;
+  req.paged_kv = false;
+  return req;
+}
 
 // Checks the call alone: the forward's fields, the LSE, dO, dQ, dK, dV and the workspace.
 [[nodiscard]] inline Status validate_backward_params(const BackwardParams& p) {

@@ -121,6 +121,12 @@ TEST_CASE("validate_backward_params takes packed sequences, with packed gradient
   const Status s = flashmma::validate_backward_params(p);
   INFO(s.message());
   CHECK(s.ok());
+  // The kernels take them too: what backward<Config> checks next.
+  using Config = flashmma::DefaultBackwardConfigT<__nv_bfloat16, 64>;
+  const Status kernel =
+      flashmma::validate_for_kernel(p, flashmma::backward_kernel_requirements<Config>());
+  INFO(kernel.message());
+  CHECK(kernel.ok());
   p.dq_strides.batch = 800;
   require_refused(p, "dq_strides.batch must be 0 with cu_seqlens_q: it is packed as q");
   p.dq_strides.batch = 0;
@@ -152,6 +158,26 @@ TEST_CASE("backward workspace: padded rows, aligned parts, sized for every row",
   CHECK(w.lse_log2_offset % flashmma::kBackwardWorkspaceAlignment == 0);
   CHECK(w.delta_offset % flashmma::kBackwardWorkspaceAlignment == 0);
   CHECK(flashmma::backward_workspace_bytes(BackwardParams{}) == 0);
+}
+
+TEST_CASE("backward_kernel_requirements: a config's element type, head dim and shared memory",
+          "[backward][validate]") {
+  using Config = flashmma::DefaultBackwardConfigT<__half, 128>;
+  const flashmma::KernelRequirements req = flashmma::backward_kernel_requirements<Config>();
+  CHECK(req.dtype == flashmma::ScalarType::kFloat16);
+  CHECK(req.head_dim == 128);
+  CHECK(req.block_m == 64);
+  CHECK(req.smem_bytes == Config::kSmemBytes);
+  CHECK(req.min_compute_capability == 80);
+  CHECK(req.variable_lengths);
+  CHECK(!req.paged_kv);
+  BackwardParams p = valid_params();  // bf16, head dim 64
+  const Status wrong_type = flashmma::validate_for_kernel(p, req);
+  CHECK_THAT(wrong_type.message(), Contains("dtype is bf16 but the config was built for fp16"));
+  p.dtype = flashmma::ScalarType::kFloat16;
+  p.head_dim = 136;
+  CHECK_THAT(flashmma::validate_for_kernel(p, req).message(),
+             Contains("head_dim 136 exceeds the config's HeadDim 128"));
 }
 
 TEST_CASE("backward tile configs: keys per block, dQ's share of the warps",
