@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Dropout's generator (attention/philox.hpp): Philox4x32-10 against Random123's published
 // known-answer vectors, and the dropout mask drawn from it: the keep rate, p = 0, the words
-// shared by four keys, and masks that differ with the seed, the offset and the head.
+// grouped for the m16n8 fragments (8 pairs a call), the thresholds, and masks that differ with the seed, the offset and the head.
 #include "support/catch.hpp"
 
 #include <flashmma/attention/philox.hpp>
@@ -54,13 +54,35 @@ TEST_CASE("dropout keeps each pair with probability 1 - p", "[philox][dropout]")
   CHECK(flashmma::dropout_threshold(0.f) == 0u);
 }
 
-TEST_CASE("four consecutive keys share one draw; seed, offset and head change the mask",
+TEST_CASE("one Philox call covers queries {q, q + 8} x keys {k, k + 1, k + 8, k + 9}; seed, "
+          "offset and head change the mask",
           "[philox][dropout]") {
-  for (int32_t key = 0; key < 16; ++key) {
-    const PhiloxWords a = flashmma::dropout_words(99, 1, 0, 8, 2, 5, key);
-    const PhiloxWords b = flashmma::dropout_words(99, 1, 0, 8, 2, 5, key / 4 * 4);
-    for (int w = 0; w < 4; ++w) CHECK(a.x[w] == b.x[w]);
+  // Every pair of a 16 x 16 block takes its draw from the call of its group, and the 8 pairs of
+  // a group take 8 different halves of that call's words.
+  for (int32_t query = 16; query < 32; ++query) {
+    for (int32_t key = 32; key < 48; ++key) {
+      const int32_t q0 = query & ~8, k0 = key & ~9;
+      const PhiloxWords a = flashmma::dropout_words(99, 1, 0, 8, 2, query, key);
+      const PhiloxWords b = flashmma::dropout_words(99, 1, 0, 8, 2, q0, k0);
+      for (int w = 0; w < 4; ++w) CHECK(a.x[w] == b.x[w]);
+      const uint32_t word = a.x[2 * (key & 1) + ((query >> 3) & 1)];
+      CHECK(flashmma::dropout_draw(a, query, key) == ((key & 8) ? word >> 16 : word & 0xFFFFu));
+    }
   }
+  uint32_t seen = 0;  // which of the 8 halves the group's pairs use
+  for (const int32_t query : {16, 24}) {
+    for (const int32_t key : {32, 33, 40, 41}) {
+      const int half = 2 * (2 * (key & 1) + ((query >> 3) & 1)) + ((key >> 3) & 1);
+      seen |= 1u << half;
+    }
+  }
+  CHECK(seen == 0xFFu);
+  // Thresholds: round(p 2^16), and the scale is the inverse keep rate.
+  CHECK(flashmma::dropout_threshold(0.5f) == 32768u);
+  CHECK(flashmma::dropout_threshold(0.1f) == 6554u);
+  CHECK(flashmma::dropout_threshold(0.99999999f) == 65535u);
+  CHECK(flashmma::dropout_scale(0u) == 1.f);
+  CHECK(flashmma::dropout_scale(32768u) == 2.f);
   // Two independent masks at p = 0.5 agree on about half the pairs.
   const uint32_t half = flashmma::dropout_threshold(0.5f);
   auto agreement = [&](uint64_t seed2, uint32_t offset2, int64_t head2) {

@@ -14,8 +14,8 @@
 // head_dim] (BSHD) with the head dim contiguous; the transform runs in float, as in the kernels.
 //
 // Dropout (FlashAttention-2's semantics, attention/philox.hpp's mask): a kept pair's probability
-// is scaled by z = 1 / (1 - p), a dropped one's is 0, in O and in dV; dP_ij is z dO_i . v_j where
-// kept and 0 where dropped; the LSE and D_i = dO_i . O_i are unchanged in form.
+// is scaled by z = dropout_scale() (1 / the keep rate drawn), a dropped one's is 0, in O and in
+// dV; dP_ij is z dO_i . v_j where kept and 0 where dropped; the LSE and D_i = dO_i . O_i are unchanged in form.
 #pragma once
 
 #include <cmath>
@@ -72,7 +72,7 @@ BackwardReference backward_reference(const ProblemShape& shape, double scale,
   std::vector<double> scores(static_cast<std::size_t>(sk)), logits(scores.size()),
       probabilities(scores.size()), factors(scores.size());
   const uint32_t threshold = dropout_threshold(dropout.p);
-  const double kept_scale = 1.0 / (1.0 - static_cast<double>(dropout.p));
+  const double kept_scale = dropout_scale(threshold);  // 1 / (1 - p) to 2^-17
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t kvh = h / (hq / hkv);

@@ -6,10 +6,18 @@
 //
 // dropout_keep() fixes which (batch, head, query, key) pairs a dropout of probability p keeps
 // for a (seed, offset): from logical coordinates only, like a score policy, so that every kernel
-// and tile shape, forward or backward, and the host reference draw the same mask. One Philox call
-// covers four consecutive keys of a query row:
-//   counter = {key / 4, query, batch * heads + head, offset},  key = {seed low, seed high}
-// and key j keeps its pair when word j % 4, as a fraction of 2^32, is at least p.
+// and tile shape, forward or backward, and the host reference draw the same mask. Each pair gets
+// 16 random bits, and one Philox call covers the 8 pairs
+//   queries {q, q + 8} x keys {k, k + 1, k + 8, k + 9}   (q with bit 3 clear, k with bits 0, 3 clear)
+// with counter = {k, q, batch * heads + head, offset} and key = {seed low, seed high}: pair
+// (query, key) takes half (key >> 3) & 1 of word 2 (key & 1) + ((query >> 3) & 1).
+// Why that grouping: it is what one lane holds of an m16n8 accumulator tile pair with queries
+// as rows (the forward's S, either architecture: rows g, g + 8, columns 2t, 2t + 1 of two
+// adjacent 8-column tiles), so a forward lane uses every bit of its calls; with keys as rows (the
+// backward's S^T) a lane holds half of two calls, and the lane beside it the other halves
+// (attention/dropout.cuh). A pair is dropped when its 16 bits are below the threshold
+// round(p 2^16); kept pairs are scaled by 2^16 / (2^16 - threshold), the inverse of the keep
+// rate actually drawn, so that dropout leaves the expected output unchanged.
 #pragma once
 
 #include <cstdint>
@@ -56,20 +64,33 @@ FLASHMMA_HOST_DEVICE PhiloxWords philox4x32_10(PhiloxWords counter, uint32_t key
   return counter;
 }
 
-// A dropout probability p in [0, 1) as the threshold the 32-bit words are compared with: a pair
-// is dropped when its word is below it, so it is kept with probability 1 - p (to 2^-32).
+// A dropout probability p in [0, 1) as the threshold the 16-bit draws are compared with: a pair
+// is dropped when its draw is below it, so it is kept with probability 1 - threshold / 2^16,
+// which is 1 - p to 2^-17.
 FLASHMMA_HOST_DEVICE uint32_t dropout_threshold(float p) {
-  const double scaled = static_cast<double>(p) * 4294967296.0;  // p * 2^32
-  return scaled >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(scaled);
+  if (!(p > 0.f)) return 0u;
+  const double scaled = static_cast<double>(p) * 65536.0 + 0.5;  // round(p * 2^16)
+  return scaled >= 65535.0 ? 65535u : static_cast<uint32_t>(scaled);
 }
 
-// The four random words of keys [4 * (key / 4), + 4) of query `query` of (batch, head).
+// What a kept pair's probability is multiplied by: the inverse of the keep rate (1 for p = 0).
+FLASHMMA_HOST_DEVICE float dropout_scale(uint32_t threshold) {
+  return 65536.f / static_cast<float>(65536u - threshold);
+}
+
+// The Philox call of the pairs of (batch, head) grouped with (query, key) (see the top).
 FLASHMMA_HOST_DEVICE PhiloxWords dropout_words(uint64_t seed, uint32_t offset, int64_t batch,
                                                int64_t heads, int64_t head, int32_t query,
                                                int32_t key) {
-  const PhiloxWords counter{{static_cast<uint32_t>(key) / 4u, static_cast<uint32_t>(query),
+  const PhiloxWords counter{{static_cast<uint32_t>(key) & ~9u, static_cast<uint32_t>(query) & ~8u,
                              static_cast<uint32_t>(batch * heads + head), offset}};
   return philox4x32_10(counter, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// The 16 bits of (query, key) in its call's words.
+FLASHMMA_HOST_DEVICE uint32_t dropout_draw(const PhiloxWords& words, int32_t query, int32_t key) {
+  const uint32_t word = words.x[2 * (key & 1) + ((query >> 3) & 1)];
+  return (key & 8) != 0 ? word >> 16 : word & 0xFFFFu;
 }
 
 // True when a dropout with `threshold` (dropout_threshold(p)) keeps the pair.
@@ -77,7 +98,7 @@ FLASHMMA_HOST_DEVICE bool dropout_keep(uint64_t seed, uint32_t offset, int64_t b
                                        int64_t heads, int64_t head, int32_t query, int32_t key,
                                        uint32_t threshold) {
   const PhiloxWords words = dropout_words(seed, offset, batch, heads, head, query, key);
-  return words.x[key % 4] >= threshold;
+  return dropout_draw(words, query, key) >= threshold;
 }
 
 }  // namespace flashmma
