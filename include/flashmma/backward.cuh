@@ -10,6 +10,9 @@
 //                                                       transforms scores)
 //   flashmma::backward(params, stream)                  the default config of the head dim
 //                                                       (traits/backward_config.hpp)
+//   flashmma::backward_with_dropout<Config>(params[, policy], stream)
+//                                                       as backward<Config>, compiled with
+//                                                       dropout (params.dropout_p)
 //
 // Each validates everything first (backward_validate.hpp) and returns an error Status without
 // launching or writing anything when an argument is wrong. A call is three launches on `stream`:
@@ -47,8 +50,8 @@ namespace flashmma {
 // The backward kernel type backward<Config> runs for one score policy, for dense batches or
 // (kVariableLengths) packed sequences (its __global__ function is
 // kernel_entry<BackwardKernelFor<Config, Policy, ...>>).
-template <class Config, class Policy, bool kVariableLengths = false>
-using BackwardKernelFor = sm80::BackwardKernel<Config, Policy, kVariableLengths>;
+template <class Config, class Policy, bool kVariableLengths = false, class Dropout = NoDropout>
+using BackwardKernelFor = sm80::BackwardKernel<Config, Policy, kVariableLengths, Dropout>;
 
 namespace detail {
 
@@ -76,8 +79,9 @@ BackwardArgs<Element> make_backward_args(const BackwardParams& p) {
   return args;
 }
 
-// The three launches of a validated call.
-template <class Config, class Policy>
+// The three launches of a validated call. A kernel compiled with dropout (Dropout) is the one of
+// packed sequences, which takes dense batches too, and runs every call given to it.
+template <class Config, class Policy, class Dropout = NoDropout>
 Status launch_backward(const BackwardParams& params, const Policy& policy,
                        const DeviceInfo& device, cudaStream_t stream) {
   using Element = typename Config::element_type;
@@ -88,13 +92,17 @@ Status launch_backward(const BackwardParams& params, const Policy& policy,
       !s)
     return s;
   const auto main_kernel = [&](auto variable_lengths) {
-    using Kernel = BackwardKernelFor<Config, Policy, decltype(variable_lengths)::value>;
+    using Kernel = BackwardKernelFor<Config, Policy, decltype(variable_lengths)::value, Dropout>;
     return launch_kernel<Kernel>({args, policy}, Kernel::grid(params), stream);
   };
   const bool packed = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr;
-  if (Status s = packed ? main_kernel(std::true_type{}) : main_kernel(std::false_type{}); !s) {
-    return s;
+  Status main_status = Status::success();
+  if constexpr (Dropout::kEnabled) {
+    main_status = main_kernel(std::true_type{});
+  } else {
+    main_status = packed ? main_kernel(std::true_type{}) : main_kernel(std::false_type{});
   }
+  if (!main_status) return main_status;
   return launch_kernel<BackwardConvertKernel<Element>>(
       {args}, row_kernel_grid(params.seqlen_q, params.heads_q, params.batch), stream);
 }
@@ -131,21 +139,62 @@ template <class Config>
   });
 }
 
+// Dropout (params.dropout_p, with the forward's seed and offset): Config's kernel compiled with
+// it, one per policy (backward<Config> compiles none, so that calls without dropout build no
+// third kernel). Takes dense and packed batches, and dropout_p = 0.
+template <class Config, class Policy>
+[[nodiscard]] Status backward_with_dropout(const BackwardParams& params, const Policy& policy,
+                                           cudaStream_t stream = nullptr) {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(check_backward_policy<Policy>(), "");
+  if (Status s = validate_backward_params(params); !s) return s;
+  if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
+  if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config, PhiloxDropout>());
+      !s)
+    return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return detail::launch_backward<Config, Policy, PhiloxDropout>(params, policy, device, stream);
+}
+
+template <class Config>
+[[nodiscard]] Status backward_with_dropout(const BackwardParams& params,
+                                           cudaStream_t stream = nullptr) {
+  static_assert(IsBackwardTileConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...>");
+  if (Status s = validate_backward_params(params); !s) return s;
+  if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config, PhiloxDropout>());
+      !s)
+    return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return visit_builtin_policy(params, [&](const auto& policy) {
+    using Policy = std::decay_t<decltype(policy)>;
+    return detail::launch_backward<Config, Policy, PhiloxDropout>(params, policy, device, stream);
+  });
+}
+
 // The default dispatch: DefaultBackwardConfig of the smallest kernel head dim (64, 128, 256)
-// that holds params.head_dim, with the built-in policy. A translation unit that calls it compiles
-// 72 backward kernels (three head dims, two element types, six policies, dense and packed
-// batches); backward<Config>
-// compiles six (each for dense and for packed batches). A template only so that including this
+// that holds params.head_dim, with the built-in policy; with dropout_p > 0, its kernels compiled
+// with dropout. A translation unit that calls it compiles 108 backward kernels (three head dims,
+// two element types, six policies; dense batches, packed ones, and dropout); backward<Config>
+// compiles twelve (six policies, dense and packed batches). A template only so that including this
 // header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_backward_params(params); !s) return s;
+  const auto run_config = [&](auto config) {
+    using Config = decltype(config);
+    if (uses_dropout(params)) return backward_with_dropout<Config>(params, stream);
+    return backward<Config>(params, stream);
+  };
   const auto run = [&](auto element) {
     using Element = decltype(element);
     switch (backward_kernel_head_dim_for(params.head_dim)) {
-      case 64: return backward<DefaultBackwardConfigT<Element, 64>>(params, stream);
-      case 128: return backward<DefaultBackwardConfigT<Element, 128>>(params, stream);
-      default: return backward<DefaultBackwardConfigT<Element, 256>>(params, stream);
+      case 64: return run_config(DefaultBackwardConfigT<Element, 64>{});
+      case 128: return run_config(DefaultBackwardConfigT<Element, 128>{});
+      default: return run_config(DefaultBackwardConfigT<Element, 256>{});
     }
   };
   if (params.dtype == ScalarType::kFloat16) return run(__half{});

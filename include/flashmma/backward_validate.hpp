@@ -51,7 +51,7 @@ inline Status check_backward_supported(const BackwardParams& p) {
 
 // What a BackwardTileConfig requires of the call and the device (validate.hpp's
 // validate_for_kernel and validate_for_device).
-template <class Config>
+template <class Config, class Dropout = NoDropout>
 KernelRequirements backward_kernel_requirements() {
   static_assert(IsBackwardTileConfig<Config>::value,
                 "Config must be a flashmma::BackwardTileConfig<...>");
@@ -64,6 +64,7 @@ KernelRequirements backward_kernel_requirements() {
   // cu_seqlens: taken (validate_backward_params refuses seqused_k and the rest first).
   req.variable_lengths = true;
   req.paged_kv = false;
+  req.dropout = Dropout::kEnabled;
   return req;
 }
 

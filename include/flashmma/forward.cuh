@@ -28,6 +28,7 @@
 #include "flashmma/device.hpp"
 #include "flashmma/kernel_image.hpp"
 #include "flashmma/attention/builtin_policies.hpp"
+#include "flashmma/attention/dropout.hpp"
 #include "flashmma/attention/forward_args.hpp"
 #include "flashmma/attention/kv_append.cuh"
 #include "flashmma/attention/online_softmax.cuh"
@@ -95,18 +96,44 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
   args.kv_batch_index = p.kv_batch_index;
   args.kv_batch_entries = p.kv_batch_entries;
   args.pack_gqa = false;  // the split kernel's launch says (launch_plan.hpp's packs_gqa)
+  args.dropout = make_dropout_args(p.dropout_p, p.dropout_seed, p.dropout_offset);
   return args;
 }
 
 // Config's split kernel (split_launch.cuh) on a validated call, in the plan's splits.
-template <class Config, class Policy>
+template <class Config, class Policy, class Dropout = NoDropout>
 Status launch_split_kernel(const ForwardParams& params, const Policy& policy,
                            const DeviceInfo& device, const SplitPlan& plan, cudaStream_t stream) {
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
   ForwardArgs<typename Config::element_type> args =
       make_forward_args<typename Config::element_type>(params);
   args.pack_gqa = packs_gqa(params);
-  return launch_split_forward<Config>(params, policy, args, plan.in, plan.splits, stream);
+  return launch_split_forward<Config, Policy, Dropout>(params, policy, args, plan.in, plan.splits,
+                                                       stream);
+}
+
+// A call on Config's split kernel compiled with dropout (every dropout call runs there).
+template <class Config, class Policy>
+Status launch_dropout_forward(const ForwardParams& params, const Policy& policy,
+                              const DeviceInfo& device, cudaStream_t stream) {
+  SplitPlan plan;
+  if (Status s = plan_split_kernel<Config>(params, device, /*assume_workspace=*/false,
+                                           /*decoding_sized_too=*/false, plan);
+      !s)
+    return s;
+  return launch_split_kernel<Config, Policy, PhiloxDropout>(params, policy, device, plan, stream);
+}
+
+// forward_with_dropout's calls: dense or packed sequences, no cache (with dropout_p = 0 too).
+inline Status check_training_call(const ForwardParams& p, const char* entry) {
+  if (p.block_table != nullptr || p.k_new != nullptr || p.kv_batch_index != nullptr) {
+    return Status::error(
+        ErrorCode::kInvalidArgument,
+        std::string("flashmma: ") + entry +
+            " runs training calls: no block_table, k_new or kv_batch_index (use forward<Config> "
+            "for a KV cache)");
+  }
+  return Status::success();
 }
 
 // Config's own kernel (one block per work tile, every key) on a validated call that its split
@@ -283,6 +310,44 @@ template <class Config, class Policy>
 // the causal one when it does, the compact one on a GPU whose per-block shared memory cannot
 // hold those. A translation unit that calls it compiles one kernel per BuiltinPolicy and config
 // it may run (and a split kernel for paged caches).
+// Attention with dropout (params.dropout_p, attention/philox.hpp's mask) on Config's kernels
+// compiled with it: one kernel per policy, the split kernel of Config, which takes dense and
+// packed sequences (no KV cache). forward<Config> compiles no dropout, so that calls without it
+// build no second kernel; the default forward(params) runs both.
+template <class Config>
+[[nodiscard]] Status forward_with_dropout(const ForwardParams& params,
+                                          cudaStream_t stream = nullptr) {
+  static_assert(IsTileConfig<Config>::value,
+                "forward_with_dropout runs a flashmma::TileConfig<...> (the sm_90a kernel has no "
+                "dropout yet)");
+  if (Status s = validate_params(params); !s) return s;
+  if (Status s = detail::check_training_call(params, "forward_with_dropout"); !s) return s;
+  if (Status s = validate_for_kernel(params, kernel_requirements<Config, PhiloxDropout>()); !s)
+    return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return visit_builtin_policy(params, [&](const auto& policy) {
+    return detail::launch_dropout_forward<Config>(params, policy, device, stream);
+  });
+}
+
+template <class Config, class Policy>
+[[nodiscard]] Status forward_with_dropout(const ForwardParams& params, const Policy& policy,
+                                          cudaStream_t stream = nullptr) {
+  static_assert(IsTileConfig<Config>::value,
+                "forward_with_dropout runs a flashmma::TileConfig<...> (the sm_90a kernel has no "
+                "dropout yet)");
+  static_assert(check_score_policy<Policy>(), "");
+  if (Status s = validate_params(params); !s) return s;
+  if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
+  if (Status s = detail::check_training_call(params, "forward_with_dropout"); !s) return s;
+  if (Status s = validate_for_kernel(params, kernel_requirements<Config, PhiloxDropout>()); !s)
+    return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  return detail::launch_dropout_forward<Config>(params, policy, device, stream);
+}
+
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
@@ -293,6 +358,11 @@ template <class Element, int HeadDim>
     using Policy = std::decay_t<decltype(policy)>;
     using Split = SplitKernelConfigT<Element, HeadDim>;
     using Hopper = Sm90DefaultConfig<Element, HeadDim>;
+    if (uses_dropout(params)) {  // the split kernel with dropout (validate_params took the call)
+      if (Status s = validate_for_kernel(params, kernel_requirements<Split, PhiloxDropout>()); !s)
+        return s;
+      return detail::launch_dropout_forward<Split>(params, policy, device, stream);
+    }
     detail::DefaultRoute route;
     detail::SplitPlan plan;
     const auto sm90a_code = [] {

@@ -67,7 +67,10 @@ int64_t blocks_per_sm(const DeviceInfo& device) {
 // (sequence_info.hpp's PackableRows): one query per sequence (decoding) over GQA heads. Each K/V
 // tile is then read once per group instead of once per query head, and the group's heads fill
 // rows of the tile that would otherwise be padding.
-inline bool packs_gqa(const ForwardParams& p) { return p.seqlen_q == 1 && p.group_size() > 1; }
+// Not under dropout, whose mask is drawn per query head of a row tile.
+inline bool packs_gqa(const ForwardParams& p) {
+  return p.seqlen_q == 1 && p.group_size() > 1 && !uses_dropout(p);
+}
 
 // The rows of one (head, batch)'s work tiles on the split kernel: the queries, or the query
 // heads of a group when packed.

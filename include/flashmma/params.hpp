@@ -95,6 +95,18 @@ struct ForwardParams : ProblemShape {
   const float* alibi_slopes = nullptr;
   int64_t alibi_batch_stride = 0;
 
+  // Dropout (training, FlashAttention-2's semantics): each probability is dropped (set to 0)
+  // with probability dropout_p and the kept ones are scaled by the inverse keep rate, by the mask
+  // that attention/philox.hpp draws from (dropout_seed, dropout_offset) and each pair's (batch,
+  // query head, query, key), never stored: the backward regenerates it from the same three
+  // values. 0 (the default): none. In [0, 1), taken to 2^-16. The LSE is that of the
+  // probabilities before dropout. Runs on kernels compiled with it: forward_with_dropout<Config>
+  // and backward_with_dropout<Config>, or the default forward(params) and backward(params); not
+  // with a paged KV cache or k_new (inference calls).
+  float dropout_p = 0.f;
+  uint64_t dropout_seed = 0;
+  uint32_t dropout_offset = 0;
+
   // Split-KV: the keys of each query tile cut into parts that separate blocks compute, then
   // merged, for calls whose query tiles are too few to fill the GPU (decoding). 0 (the
   // default): a count chosen from the problem and the device, and only where `workspace` is
@@ -169,6 +181,9 @@ struct ForwardParams : ProblemShape {
   int64_t rotary_positions = 0;  // rows of the tables; every position used must be below it
   bool rotary_interleaved = true;
 };
+
+// True when the call drops probabilities (dropout_p > 0).
+inline bool uses_dropout(const ForwardParams& p) { return p.dropout_p > 0.f; }
 
 // True when the call appends new keys and values to its cache first (k_new).
 inline bool appends_kv(const ForwardParams& p) { return p.k_new != nullptr; }

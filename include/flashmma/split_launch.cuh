@@ -29,19 +29,19 @@
 namespace flashmma {
 namespace detail {
 
-template <class Config, class Policy, class Pages = NoKVPages>
-using SplitForwardKernel = sm80::ForwardKernel<Config, Policy, SplitScheduler, Pages>;
+template <class Config, class Policy, class Pages = NoKVPages, class Dropout = NoDropout>
+using SplitForwardKernel = sm80::ForwardKernel<Config, Policy, SplitScheduler, Pages, Dropout>;
 
 // The launches of a split call, on `stream`: partials, then their merge. With one split
 // (variable lengths or a paged KV cache that need no split: runs_on_split_kernel) the kernel
 // writes O and the LSE itself and there is nothing to merge.
-// Pages: NoKVPages, or KVPages for a paged KV cache.
-template <class Config, class Policy, class Pages>
+// Pages: NoKVPages, or KVPages for a paged KV cache; Dropout: attention/dropout.hpp's.
+template <class Config, class Policy, class Pages, class Dropout = NoDropout>
 Status launch_split_forward_on(const ForwardParams& p, const Policy& policy,
                                const ForwardArgs<typename Config::element_type>& args,
                                const SchedulerInputs& in, int splits, cudaStream_t stream) {
   using Element = typename Config::element_type;
-  using Kernel = SplitForwardKernel<Config, Policy, Pages>;
+  using Kernel = SplitForwardKernel<Config, Policy, Pages, Dropout>;
   SplitOutput output{nullptr, nullptr, SplitWorkspace{}};
   if (splits > 1) {
     if (Status s = check_workspace(p, splits); !s) return s;
@@ -63,14 +63,24 @@ Status launch_split_forward_on(const ForwardParams& p, const Policy& policy,
                                 stream);
 }
 
-template <class Config, class Policy>
+// Dropout: the kernel's (attention/dropout.hpp). One compiled with dropout runs every call
+// given to it, dropout_p = 0 included (its mask then keeps every pair); those calls have no
+// paged cache (validate_params, forward_with_dropout).
+template <class Config, class Policy, class Dropout = NoDropout>
 Status launch_split_forward(const ForwardParams& p, const Policy& policy,
                             const ForwardArgs<typename Config::element_type>& args,
                             const SchedulerInputs& in, int splits, cudaStream_t stream) {
-  if (paged_kv(p)) {
-    return launch_split_forward_on<Config, Policy, KVPages>(p, policy, args, in, splits, stream);
+  if constexpr (Dropout::kEnabled) {
+    return launch_split_forward_on<Config, Policy, NoKVPages, Dropout>(p, policy, args, in,
+                                                                      splits, stream);
+  } else {
+    if (paged_kv(p)) {
+      return launch_split_forward_on<Config, Policy, KVPages>(p, policy, args, in, splits,
+                                                              stream);
+    }
+    return launch_split_forward_on<Config, Policy, NoKVPages>(p, policy, args, in, splits,
+                                                              stream);
   }
-  return launch_split_forward_on<Config, Policy, NoKVPages>(p, policy, args, in, splits, stream);
 }
 
 }  // namespace detail

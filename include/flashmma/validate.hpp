@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "flashmma/attention/dropout.hpp"
 #include "flashmma/attention/split_kv.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
@@ -30,10 +31,12 @@ struct KernelRequirements {
   int min_compute_capability = 80;
   bool variable_lengths = true;  // runs cu_seqlens_q, cu_seqlens_k and seqused_k
   bool paged_kv = true;          // runs block_table
+  bool dropout = false;          // compiled with dropout (runs dropout_p > 0)
 };
 
-// The requirements of one TileConfig or Sm90TileConfig.
-template <class Config>
+// The requirements of one TileConfig or Sm90TileConfig, compiled with dropout or not
+// (attention/dropout.hpp; dropout runs on the portable split kernel only).
+template <class Config, class Dropout = NoDropout>
 KernelRequirements kernel_requirements() {
   static_assert(IsForwardConfig<Config>::value,
                 "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
@@ -45,6 +48,9 @@ KernelRequirements kernel_requirements() {
   req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
   req.variable_lengths = !IsSm90TileConfig<Config>::value;  // the Hopper kernel: dense only
   req.paged_kv = !IsSm90TileConfig<Config>::value;
+  static_assert(!Dropout::kEnabled || !IsSm90TileConfig<Config>::value,
+                "dropout runs on TileConfig kernels (the sm_90a kernel has none yet)");
+  req.dropout = Dropout::kEnabled;
   return req;
 }
 
@@ -83,9 +89,25 @@ inline std::string tensor_shape(const char* name) {
 // Whether a call runs on the portable split kernel even without a split: variable lengths, a
 // cache's batch index, paged caches and KV appends (whose attention reads the new lengths as
 // seqused_k) run on it alone (sm80/forward_kernel.cuh says why).
+// Dropout runs there too: one more kernel per policy and config rather than two.
 inline bool runs_on_split_kernel(const ForwardParams& p) {
   return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
-         p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr;
+         p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr ||
+         uses_dropout(p);
+}
+
+inline Status check_dropout(const ForwardParams& p) {
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f)) {
+    std::ostringstream os;
+    os << "dropout_p must be in [0, 1) (got " << p.dropout_p << ")";
+    return invalid(os.str());
+  }
+  if (uses_dropout(p) && (p.block_table != nullptr || p.k_new != nullptr)) {
+    return invalid(std::string("dropout_p > 0 is for training calls: not with ") +
+                   (p.block_table != nullptr ? "block_table (a paged KV cache)"
+                                             : "k_new (a KV append)"));
+  }
+  return Status::success();
 }
 
 inline Status check_positive(const char* name, int64_t value) {
@@ -465,6 +487,7 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
       reinterpret_cast<std::uintptr_t>(p.workspace) % kWorkspaceAlignment != 0) {
     return detail::invalid("workspace must be 256-byte aligned (cudaMalloc's pointers are)");
   }
+  if (Status s = detail::check_dropout(p); !s) return s;
   return detail::check_variant(p);
 }
 
@@ -491,6 +514,14 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
     return detail::invalid(
         "block_table (a paged KV cache) is not available on the sm_90a kernel yet "
         "(Sm90TileConfig): use a TileConfig, or forward(params), which runs it on one");
+  }
+  if (!kernel.dropout && uses_dropout(p)) {
+    std::ostringstream os;
+    os << "dropout_p = " << p.dropout_p
+       << " needs a kernel compiled with dropout: forward_with_dropout<Config> or "
+          "backward_with_dropout<Config> (TileConfig, BackwardTileConfig), or the default "
+          "forward(params) and backward(params)";
+    return detail::invalid(os.str());
   }
   if (kernel.block_m <= 0) {
     return detail::invalid(

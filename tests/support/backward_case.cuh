@@ -46,6 +46,7 @@ struct BackwardCase : ProblemShape {
   float softmax_scale = std::numeric_limits<float>::quiet_NaN();
   bool accumulate_dkv = false;
   bool deterministic = false;
+  ReferenceDropout dropout;  // params' dropout_p, seed and offset, and the reference's mask
   // > 1: the call runs that many times and every run must give the same bytes as the first.
   int repeats = 1;
 
@@ -55,6 +56,7 @@ struct BackwardCase : ProblemShape {
        << " heads_q=" << heads_q << " heads_kv=" << heads_kv << " head_dim=" << head_dim
        << " layout=" << layout_name(layout) << " scale=" << softmax_scale
        << (accumulate_dkv ? " accumulate" : "") << (deterministic ? " deterministic" : "")
+       << (dropout.p > 0.f ? " dropout=" + std::to_string(dropout.p) : std::string())
        << (repeats > 1 ? " repeats=" + std::to_string(repeats) : std::string());
     return os.str();
   }
@@ -166,7 +168,7 @@ void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, L
   const std::vector<double> k = rounded(normal_values(c.kv_elements(), seed + 1));
   const std::vector<double> v = rounded(normal_values(c.kv_elements(), seed + 2));
   const std::vector<double> d_o = rounded(normal_values(c.q_elements(), seed + 3));
-  const BackwardReference ref = backward_reference(c, scale, host_policy, q, k, v, d_o);
+  const BackwardReference ref = backward_reference(c, scale, host_policy, q, k, v, d_o, c.dropout);
   const std::vector<double> o = rounded(ref.o);
 
   const auto query_rows = [&] {
@@ -216,6 +218,9 @@ void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, L
   p.softmax_scale = c.softmax_scale;
   p.accumulate_dkv = c.accumulate_dkv;
   p.deterministic = c.deterministic;
+  p.dropout_p = c.dropout.p;
+  p.dropout_seed = c.dropout.seed;
+  p.dropout_offset = c.dropout.offset;
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(backward_workspace_bytes(p)));
   poison(workspace);  // the kernels must initialize what they read of it
   p.workspace = workspace.get();
@@ -265,12 +270,13 @@ void check_backward_case(const BackwardCase& c, const HostPolicy& host_policy, L
 }
 
 // Packed sequences of the given lengths (cu_seqlens_q, cu_seqlens_k; lengths 0 allowed): the
-// gradients of each sequence against the reference run on that sequence alone.
+// gradients of each sequence against the reference run on that sequence alone (with `dropout`,
+// its mask drawn with the sequence's index as the batch index).
 template <class Element, class HostPolicy, class Launch>
 void check_backward_varlen_case(const std::vector<int32_t>& lengths_q,
                                 const std::vector<int32_t>& lengths_k, int64_t heads_q,
                                 int64_t heads_kv, int64_t head_dim, const HostPolicy& host_policy,
-                                Launch&& launch) {
+                                Launch&& launch, ReferenceDropout dropout = {}) {
   const int64_t batch = static_cast<int64_t>(lengths_q.size());
   std::vector<int32_t> cu_q{0}, cu_k{0};
   for (int64_t b = 0; b < batch; ++b) {
@@ -298,10 +304,11 @@ void check_backward_varlen_case(const std::vector<int32_t>& lengths_q,
     const auto slice = [](const std::vector<double>& x, int64_t first, int64_t rows, int64_t row) {
       return std::vector<double>(x.begin() + first * row, x.begin() + (first + rows) * row);
     };
+    dropout.first_batch = b;
     const BackwardReference r = backward_reference(
         shape, scale, host_policy, slice(q, cu_q[b], lengths_q[b], q_row),
         slice(k, cu_k[b], lengths_k[b], kv_row), slice(v, cu_k[b], lengths_k[b], kv_row),
-        slice(d_o, cu_q[b], lengths_q[b], q_row));
+        slice(d_o, cu_q[b], lengths_q[b], q_row), dropout);
     std::copy(r.o.begin(), r.o.end(), o.begin() + cu_q[b] * q_row);
     std::copy(r.dq.begin(), r.dq.end(), dq.begin() + cu_q[b] * q_row);
     std::copy(r.dk.begin(), r.dk.end(), dk.begin() + cu_k[b] * kv_row);
@@ -365,6 +372,9 @@ void check_backward_varlen_case(const std::vector<int32_t>& lengths_q,
   p.dq_strides = strides(dq_t);
   p.dk_strides = strides(dk_t);
   p.dv_strides = strides(dv_t);
+  p.dropout_p = dropout.p;
+  p.dropout_seed = dropout.seed;
+  p.dropout_offset = dropout.offset;
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(backward_workspace_bytes(p)));
   poison(workspace);
   p.workspace = workspace.get();

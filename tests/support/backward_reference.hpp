@@ -36,6 +36,9 @@ struct ReferenceDropout {
   float p = 0.f;
   uint64_t seed = 0;
   uint32_t offset = 0;
+  // The mask's batch index of the shape's first batch entry (a packed sequence run alone keeps
+  // its index in the pack).
+  int64_t first_batch = 0;
 };
 
 struct BackwardReference {
@@ -97,9 +100,9 @@ BackwardReference backward_reference(const ProblemShape& shape, double scale,
           // The dropout factor of the pair: z where kept, 0 where dropped, 1 without dropout.
           factors[j] = 1.0;
           if (dropout.p > 0.f) {
-            const bool keep = dropout_keep(dropout.seed, dropout.offset, b, hq, h,
-                                           static_cast<int32_t>(i), static_cast<int32_t>(j),
-                                           threshold);
+            const bool keep = dropout_keep(dropout.seed, dropout.offset, dropout.first_batch + b,
+                                           hq, h, static_cast<int32_t>(i),
+                                           static_cast<int32_t>(j), threshold);
             factors[j] = keep ? kept_scale : 0.0;
           }
           const double* v_row = &v[bshd_index(b, j, kvh, sk, hkv, d)];

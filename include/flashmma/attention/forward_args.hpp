@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "flashmma/attention/dropout.hpp"
 #include "flashmma/params.hpp"
 
 namespace flashmma {
@@ -44,6 +45,7 @@ struct ForwardArgs {
   // Packed GQA (SequenceInfo's PackableRows): the grid's heads are the K/V heads and a work
   // tile's rows the query heads of its group. Only for seqlen_q == 1, on the split kernel.
   bool pack_gqa;
+  DropoutArgs dropout;  // read by kernels compiled with dropout (attention/dropout.hpp)
 };
 
 }  // namespace flashmma

@@ -72,16 +72,17 @@ struct OnlineSoftmax {
     rescale(output, correction, max_changed);
   }
 
-  // Completes the rows: sums the quad's partial sums, divides O by them, and returns the natural
-  // log-sum-exp of each row (-inf for a row that saw no key, whose O becomes 0).
+  // Completes the rows: sums the quad's partial sums, divides O by them (and multiplies it by
+  // output_scale: dropout's scale of kept probabilities), and returns the natural log-sum-exp
+  // of each row (-inf for a row that saw no key, whose O becomes 0).
   template <int kOutputTiles>
   FLASHMMA_DEVICE void finalize(float (&output)[kOutputTiles][4], float softmax_scale,
-                                float (&lse)[kRowsPerThread]) {
+                                float (&lse)[kRowsPerThread], float output_scale = 1.f) {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       const float sum = ptx::quad_sum(row_sum[r]);
       const bool empty = !(sum > 0.f);
-      const float inverse = empty ? 0.f : 1.f / sum;
+      const float inverse = (empty ? 0.f : 1.f / sum) * output_scale;
       lse[r] = empty ? -INFINITY : row_max[r] * softmax_scale + logf(sum);
 #pragma unroll
       for (int t = 0; t < kOutputTiles; ++t) {

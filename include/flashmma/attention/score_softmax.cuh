@@ -12,8 +12,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/attention/accumulator_walk.cuh"
+#include "flashmma/attention/dropout.cuh"
 #include "flashmma/attention/index_range.hpp"
 #include "flashmma/attention/key_range.hpp"
 #include "flashmma/attention/online_softmax.cuh"
@@ -23,7 +25,11 @@
 
 namespace flashmma {
 
-template <class Policy, int kBlockN, bool kRescaleBeforeExp, class Rows = QueryRows>
+// Dropout (attention/dropout.hpp): NoDropout, or PhiloxDropout, which drops probabilities once
+// the row sums have them (the sums, hence the LSE, are those before dropout); O is scaled by
+// output_scale() when the rows are finalized.
+template <class Policy, int kBlockN, bool kRescaleBeforeExp, class Rows = QueryRows,
+          class Dropout = NoDropout>
 struct ScoreSoftmax {
   Policy policy;
   ScoreCoord origin;        // batch, head, and the query of the warp's first row (key unused)
@@ -35,6 +41,9 @@ struct ScoreSoftmax {
   // when the policy transforms scores (they are scaled before the transform).
   float exp2_scale;
   int lane;
+  // The mask of the warp's (batch, query head), with kernels compiled with dropout; rows are
+  // queries of one head there (no packed GQA, launch_plan.hpp's packs_gqa).
+  std::conditional_t<Dropout::kEnabled, WarpDropout, NoDropout> dropout;
 
   FLASHMMA_DEVICE void set_scales(float scale, float scale_log2) {
     softmax_scale = scale;
@@ -44,6 +53,15 @@ struct ScoreSoftmax {
   // The scale of the row maxima in the LSE: scores are in softmax units unless transformed.
   FLASHMMA_DEVICE float lse_scale() const {
     return Policy::kTransformsScores ? 1.f : softmax_scale;
+  }
+
+  // What O is multiplied by once normalized: the scale of kept probabilities, or 1.
+  FLASHMMA_DEVICE float output_scale() const {
+    if constexpr (Dropout::kEnabled) {
+      return dropout.args.scale;
+    } else {
+      return 1.f;
+    }
   }
 
   // Scores of the K/V tile whose first key is `first_key` to unnormalized probabilities, in
@@ -57,6 +75,7 @@ struct ScoreSoftmax {
     for (int rt = 0; rt < kRowTiles; ++rt) {
       stats[rt].template update<kRescaleBeforeExp>(s[rt], output[rt], exp2_scale);
     }
+    drop(s, first_key);
   }
 
   // The same for a kernel whose O is still being written by an asynchronous P V: the scores
@@ -72,9 +91,17 @@ struct ScoreSoftmax {
     for (int rt = 0; rt < kRowTiles; ++rt) {
       stats[rt].update_scores(s[rt], exp2_scale, correction[rt], max_changed[rt]);
     }
+    drop(s, first_key);
   }
 
  private:
+  template <int kRowTiles, int kScoreTiles>
+  FLASHMMA_DEVICE void drop(float (&p)[kRowTiles][kScoreTiles][4], int64_t first_key) const {
+    if constexpr (Dropout::kEnabled) {
+      dropout.drop_rows_are_queries(p, origin.query, static_cast<int>(first_key));
+    }
+  }
+
   template <int kRowTiles, int kScoreTiles>
   FLASHMMA_DEVICE void policy_and_mask(float (&s)[kRowTiles][kScoreTiles][4],
                                        int64_t first_key) const {

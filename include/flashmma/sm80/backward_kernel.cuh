@@ -26,9 +26,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashmma/attention/backward_args.hpp"
 #include "flashmma/attention/backward_scores.cuh"
+#include "flashmma/attention/dropout.cuh"
 #include "flashmma/attention/key_range.hpp"
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/attention/score_policy.hpp"
@@ -47,7 +49,10 @@ namespace sm80 {
 
 // kVariableLengths: packed sequences of variable lengths (attention/backward_args.hpp's
 // BackwardSequence); the launch picks the dense kernel for dense batches.
-template <class Config, class Policy, bool kVariableLengths = false>
+// Dropout: NoDropout, or PhiloxDropout (attention/dropout.hpp), which the launch compiles with
+// kVariableLengths only (it takes dense batches too): dV sums the kept probabilities, dP is
+// scaled where kept and 0 where dropped before dS = P (dP - D), and dV is scaled at the end.
+template <class Config, class Policy, bool kVariableLengths = false, class Dropout = NoDropout>
 struct BackwardKernel {
   static_assert(IsBackwardTileConfig<Config>::value,
                 "Config must be a flashmma::BackwardTileConfig<...>");
@@ -65,7 +70,8 @@ struct BackwardKernel {
   static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
   static constexpr std::size_t kSmemBytes = Config::kSmemBytes;
   static constexpr const char* kName =
-      kVariableLengths ? "backward_kernel (variable lengths)" : "backward_kernel";
+      Dropout::kEnabled ? "backward_kernel (dropout)"
+                        : kVariableLengths ? "backward_kernel (variable lengths)" : "backward_kernel";
 
   static GridShape grid(const ProblemShape& shape) {
     return {static_cast<unsigned>((shape.seqlen_k + Config::kBlockN - 1) / Config::kBlockN),
@@ -162,6 +168,11 @@ struct BackwardKernel {
     scores.softmax_scale = args.forward.softmax_scale;
     scores.softmax_scale_log2 = args.forward.softmax_scale_log2;
     scores.lane = lane;
+    std::conditional_t<Dropout::kEnabled, WarpDropout, NoDropout> dropout;
+    if constexpr (Dropout::kEnabled) {
+      dropout.args = args.forward.dropout;
+      dropout.lane = lane;
+    }
 
     float dk[Config::kGradTiles][4];
     float dv[Config::kGradTiles][4];
@@ -216,8 +227,19 @@ struct BackwardKernel {
       rows_times_rows_t<Config>(s[0], k_tile, key_row, q_tile, lane);
       rows_times_rows_t<Config>(dp[0], v_tile, key_row, do_tile, lane);
       scores.probabilities(s, factor, lse_log2, first_key + key_row, first_query, needs_mask);
-      registers_times_tile<Config>(dv, s[0], do_tile, grad_column, lane);
-      scores.gradients(dp, s, factor, delta);
+      if constexpr (Dropout::kEnabled) {
+        dropout.stream = static_cast<uint32_t>(batch * args.forward.heads_q + scores.head);
+        const KeepBits<Config::kQueryTiles> keep =
+            dropout.template keep_rows_are_keys<Config::kQueryTiles>(first_key + key_row,
+                                                                      first_query);
+        WarpDropout::apply(dp[0], keep, dropout.args.scale);  // dP where kept, scaled; else 0
+        scores.gradients(dp, s, factor, delta);
+        WarpDropout::apply(s[0], keep, 1.f);  // the kept P (dV is scaled at the end)
+        registers_times_tile<Config>(dv, s[0], do_tile, grad_column, lane);
+      } else {
+        registers_times_tile<Config>(dv, s[0], do_tile, grad_column, lane);
+        scores.gradients(dp, s, factor, delta);
+      }
       registers_times_tile<Config>(dk, dp[0], q_tile, grad_column, lane);
       if (grad_column == 0) store_ds(ds_buffer(ds_t, step), dp[0], key_row, lane);
     }
@@ -228,6 +250,13 @@ struct BackwardKernel {
     for (int t = 0; t < Config::kGradTiles; ++t) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) dk[t][i] *= args.forward.softmax_scale;
+    }
+    if constexpr (Dropout::kEnabled) {  // dV = scale * sum of the kept P^T dO
+#pragma unroll
+      for (int t = 0; t < Config::kGradTiles; ++t) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dv[t][i] *= dropout.args.scale;
+      }
     }
     store_gradient(kv_seq.dk, kv_seq.dk_row_stride, dk, first_key + key_row, grad_column,
                    lengths.seqlen_k, head_dim, args.accumulate_dkv, lane);

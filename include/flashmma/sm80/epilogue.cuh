@@ -18,13 +18,14 @@
 namespace flashmma {
 namespace sm80 {
 
-// O /= l for the warp's rows, and their LSE.
+// O /= l for the warp's rows (times dropout's scale), and their LSE.
 template <class Warp>
 FLASHMMA_DEVICE void finalize_rows(Warp& warp,
                                    float (&lse)[Warp::Config::kRowTiles][kRowsPerThread]) {
 #pragma unroll
   for (int rt = 0; rt < Warp::Config::kRowTiles; ++rt) {
-    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt]);
+    warp.row_stats[rt].finalize(warp.output[rt], warp.lse_scale(), lse[rt],
+                                warp.score_softmax.output_scale());
   }
 }
 

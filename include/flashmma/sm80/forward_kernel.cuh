@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "flashmma/attention/dropout.cuh"
 #include "flashmma/attention/forward_args.hpp"
 #include "flashmma/attention/key_range.hpp"
 #include "flashmma/attention/kv_pages.hpp"
@@ -45,7 +46,10 @@ namespace sm80 {
 
 // Pages: NoKVPages for contiguous K and V; KVPages (attention/kv_pages.hpp) for the split kernel
 // of calls on a paged KV cache, which reads K and V through the block table.
-template <class Config, class Policy, class Scheduler, class Pages = NoKVPages>
+// Dropout: NoDropout, or PhiloxDropout (attention/dropout.hpp), which the launches compile for
+// the split kernel only (launch_plan.hpp runs every dropout call there).
+template <class Config, class Policy, class Scheduler, class Pages = NoKVPages,
+          class Dropout = NoDropout>
 struct ForwardKernel {
   static_assert(IsTileConfig<Config>::value, "Config must be a flashmma::TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
@@ -62,6 +66,7 @@ struct ForwardKernel {
   static constexpr bool kPaged = std::is_same<Pages, KVPages>::value;
   static_assert(!kPaged || kFlexibleSequences,
                 "a paged KV cache is read by the split kernel (SplitScheduler) only");
+  static_assert(!(kPaged && Dropout::kEnabled), "dropout is for training calls, not paged caches");
   using Sequence = SequenceInfo<Element, /*kVariableLengths=*/kFlexibleSequences, kPaged>;
 
   struct Params {
@@ -112,7 +117,7 @@ struct ForwardKernel {
     const KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles,
                                      v_stages + Config::kStages * Config::kKVTileElements);
     kv.prepare();
-    WarpAttention<Config, Policy, typename Sequence::Rows> warp;
+    WarpAttention<Config, Policy, typename Sequence::Rows, Dropout> warp;
     warp.q_tile = q_tile;
     warp.warp_first_row = static_cast<int>(threadIdx.x) / kWarpSize * Config::kRowsPerWarp;
     warp.lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -123,6 +128,12 @@ struct ForwardKernel {
     warp.score_softmax.queries = queries;
     warp.score_softmax.set_scales(args.softmax_scale, args.softmax_scale_log2);
     warp.score_softmax.lane = warp.lane;
+    if constexpr (Dropout::kEnabled) {
+      const ScoreCoord& origin = warp.score_softmax.origin;
+      warp.score_softmax.dropout = WarpDropout{
+          args.dropout, static_cast<uint32_t>(origin.batch * args.heads_q + origin.head),
+          warp.lane};
+    }
     warp.init();
 
     mainloop(kv, warp);

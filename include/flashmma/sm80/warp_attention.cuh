@@ -22,7 +22,8 @@ namespace flashmma {
 namespace sm80 {
 
 // Rows: how the warp's rows map to (head, query) (sequence_info.hpp's QueryRows or PackableRows).
-template <class ConfigType, class Policy, class Rows = QueryRows>
+// Dropout: NoDropout or PhiloxDropout (attention/dropout.hpp).
+template <class ConfigType, class Policy, class Rows = QueryRows, class Dropout = NoDropout>
 struct WarpAttention {
   using Config = ConfigType;
   using Element = typename Config::element_type;
@@ -31,7 +32,7 @@ struct WarpAttention {
   int warp_first_row;     // first row of the warp's rows within the Q tile
   int lane;
   // Policy, coordinates and scales: the transform, mask and softmax of every kernel.
-  ScoreSoftmax<Policy, Config::kBlockN, Config::kRescaleBeforeExp, Rows> score_softmax;
+  ScoreSoftmax<Policy, Config::kBlockN, Config::kRescaleBeforeExp, Rows, Dropout> score_softmax;
 
   QFragments<Config> q_registers;  // unused (and removed by the compiler) unless kQInRegisters
   OutputFragments<Config> output;
