@@ -72,10 +72,13 @@ def alibi_bias(slopes, batch, heads_q, seqlen_q, seqlen_k):
     return -slopes[:, :, None, None] * distance
 
 
-def reference(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0, alibi_slopes=None):
+def reference(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0, alibi_slopes=None,
+              dropout=None):
     """(out, lse) in fp32: out (B, Sq, Hq, D), lse (B, Hq, Sq), with FlashAttention-2's semantics:
     score = scale * q.k; if softcap > 0, softcap * tanh(score / softcap); then the ALiBi bias; -inf
-    where the mask or the window hides the key. Rows that see no key: out 0, lse -inf."""
+    where the mask or the window hides the key. Rows that see no key: out 0, lse -inf. dropout:
+    None, or (kept, keep_rate): the probabilities where `kept` (B, Hq, Sq, Sk) is True are divided
+    by keep_rate, the others dropped (the lse is that before dropout)."""
     batch, seqlen_q, heads_q, head_dim = q.shape
     seqlen_k, heads_kv = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else softmax_scale
@@ -94,6 +97,9 @@ def reference(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softca
     # that autograd through this reference (the gradient tests) never meets exp(-inf - -inf).
     sees_a_key = mask.any(dim=-1, keepdim=True)
     probs = torch.softmax(scores.masked_fill(~mask & sees_a_key, -math.inf), dim=-1) * sees_a_key
+    if dropout is not None:
+        kept, keep_rate = dropout
+        probs = probs * kept.to(probs.device, probs.dtype) / keep_rate
     out = torch.matmul(probs, vf)
     return out.transpose(1, 2), lse
 
@@ -299,7 +305,8 @@ def test_different_devices_raise():
 
 
 def test_module_exports():
-    assert flashmma_torch.__all__ == ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache"]
+    assert flashmma_torch.__all__ == ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+                                      "dropout_mask", "dropout_keep_rate"]
     assert "bottom-right" in flash_attn_func.__doc__
 
 
@@ -310,21 +317,23 @@ def test_signature_is_flash_attention_2s():
     parameters = inspect.signature(flash_attn_func).parameters
     assert list(parameters) == [
         "q", "k", "v", "dropout_p", "softmax_scale", "causal", "window_size", "softcap",
-        "alibi_slopes", "deterministic", "return_attn_probs", "return_lse",
+        "alibi_slopes", "deterministic", "return_attn_probs", "return_lse", "dropout_seed",
     ]  # fmt: skip
     assert parameters["return_lse"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameters["dropout_seed"].kind is inspect.Parameter.KEYWORD_ONLY
     defaults = {name: p.default for name, p in parameters.items() if p.default is not p.empty}
     assert defaults == {
         "dropout_p": 0.0, "softmax_scale": None, "causal": False, "window_size": (-1, -1),
         "softcap": 0.0, "alibi_slopes": None, "deterministic": False, "return_attn_probs": False,
-        "return_lse": False,
+        "return_lse": False, "dropout_seed": None,
     }  # fmt: skip
 
 
 def test_fourth_positional_argument_is_dropout_p():
     q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
-    with pytest.raises(NotImplementedError, match=r"dropout_p=0\.1 is not supported yet: .*no dropout"):
-        flash_attn_func(q, k, v, 0.1)
+    out = flash_attn_func(q, k, v, 0.3, dropout_seed=7)
+    assert torch.equal(out, flash_attn_func(q, k, v, dropout_p=0.3, dropout_seed=7))
+    assert not torch.equal(out, flash_attn_func(q, k, v))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
@@ -338,10 +347,9 @@ def test_positional_softmax_scale_and_causal(dtype):
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"dropout_p": 0.5}, r"dropout_p=0\.5 is not supported yet: .*no dropout"),
         ({"return_attn_probs": True}, r"return_attn_probs=True is not supported yet: .*return_lse=True"),
     ],
-    ids=["dropout_p", "attn_probs"],
+    ids=["attn_probs"],
 )
 def test_unsupported_arguments_raise(kwargs, message):
     q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
@@ -1341,3 +1349,126 @@ def test_compiler_check(monkeypatch):
         _build.check_host_compiler()
     monkeypatch.setenv(_build.SKIP_COMPILER_CHECK_VARIABLE, "1")
     _build.check_host_compiler()
+
+
+# --- Dropout ------------------------------------------------------------------------------------
+
+
+def dropout_reference(q, k, v, dropout_p, seed, **variant):
+    """(out, lse) of reference() with the mask flash_attn_func draws for (dropout_p, seed)."""
+    kept = flashmma_torch.dropout_mask(q.shape[0], q.shape[2], q.shape[1], k.shape[1], dropout_p, seed)
+    return reference(q, k, v, dropout=(kept, flashmma_torch.dropout_keep_rate(dropout_p)), **variant)
+
+
+def test_dropout_mask_keeps_one_minus_p():
+    for p in (0.1, 0.5):
+        kept = flashmma_torch.dropout_mask(2, 4, 64, 128, p, 12345)
+        assert kept.shape == (2, 4, 64, 128) and kept.dtype == torch.bool
+        rate = kept.float().mean().item()
+        assert abs(rate - (1 - p)) < 5 * math.sqrt(p * (1 - p) / kept.numel())
+    assert flashmma_torch.dropout_mask(1, 1, 8, 8, 0.0, 1).all()
+    assert not torch.equal(flashmma_torch.dropout_mask(1, 2, 32, 32, 0.5, 1),
+                           flashmma_torch.dropout_mask(1, 2, 32, 32, 0.5, 2))
+    assert flashmma_torch.dropout_keep_rate(0.5) == 0.5 and flashmma_torch.dropout_keep_rate(0.0) == 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k,head_dim", [(128, 128, 64), (77, 200, 128), (200, 33, 96), (65, 65, 256)])
+def test_dropout_forward_and_gradients(seqlen_q, seqlen_k, head_dim, causal, dtype):
+    # The mask is the same in out and in the gradients: both against the reference with that mask.
+    q, k, v = (t.requires_grad_() for t in make_inputs(2, seqlen_q, seqlen_k, 4, 2, head_dim, dtype, seed=3))
+    p, seed = 0.2, 0x5EED
+    out, lse = flash_attn_func(q, k, v, p, causal=causal, return_lse=True, dropout_seed=seed)
+    inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    expected, expected_lse = dropout_reference(*inputs, p, seed, causal=causal)
+    assert relative_l2(out, expected.detach()) < TOLERANCE[dtype]
+    finite = torch.isfinite(expected_lse)
+    assert torch.allclose(lse[finite], expected_lse.detach()[finite], atol=1e-3)
+    d_out = torch.randn(out.shape, generator=torch.Generator(device=DEVICE).manual_seed(9), device=DEVICE).to(dtype)
+    out.backward(d_out)
+    want = torch.autograd.grad(expected, inputs, d_out.float())
+    floor = 1e-2 * d_out.float().norm().item()
+    for name, got, w in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), want):
+        assert torch.isfinite(got).all(), name
+        error = (got.float() - w).norm().item() / max(w.norm().item(), floor)
+        assert error < GRAD_TOLERANCE[dtype], f"{name}: relative L2 error {error:.3e}"
+
+
+def test_dropout_with_variants_and_determinism():
+    q0, k0, v0 = make_inputs(1, 300, 400, 4, 1, 64, torch.bfloat16, seed=4)
+    slopes = alibi_slopes_per_head(4)
+    variant = dict(window=(64, 16), softcap=8.0, alibi_slopes=slopes)
+    runs = []
+    for _ in range(3):
+        q, k, v = (t.detach().clone().requires_grad_() for t in (q0, k0, v0))
+        out = flash_attn_func(q, k, v, 0.1, window_size=(64, 16), softcap=8.0, alibi_slopes=slopes,
+                              deterministic=True, dropout_seed=42)
+        out.backward(torch.ones_like(out))
+        runs.append((out, q.grad, k.grad, v.grad))
+    for run in runs[1:]:
+        for got, first in zip(run, runs[0]):
+            assert torch.equal(got, first)
+    expected, _ = dropout_reference(q0, k0, v0, 0.1, 42, **variant)
+    assert relative_l2(runs[0][0], expected) < TOLERANCE[torch.bfloat16]
+
+
+def test_dropout_seed_comes_from_torch_manual_seed():
+    q, k, v = make_inputs(1, 64, 64, 2, 2, 64, torch.float16)
+    torch.manual_seed(1)
+    a = flash_attn_func(q, k, v, 0.5)
+    b = flash_attn_func(q, k, v, 0.5)
+    torch.manual_seed(1)
+    assert torch.equal(flash_attn_func(q, k, v, 0.5), a) and not torch.equal(a, b)
+
+
+def test_varlen_dropout():
+    lengths_q, lengths_k = [5, 77, 0, 130, 1], [64, 200, 9, 130, 33]
+    q, k, v, cu_q, cu_k = make_varlen_inputs(lengths_q, lengths_k, 4, 2, 64, torch.float16, seed=6)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    p, seed = 0.25, 1234
+    out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), p, causal=True,
+                                 dropout_seed=seed)
+    d_out = torch.randn(q.shape, generator=torch.Generator(device=DEVICE).manual_seed(5), device=DEVICE).half()
+    out.backward(d_out)
+    # Sequence b's mask is entry b of the batch's mask, cut to its lengths.
+    kept = flashmma_torch.dropout_mask(len(lengths_q), 4, max(lengths_q), max(lengths_k), p, seed)
+    rate = flashmma_torch.dropout_keep_rate(p)
+    inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    starts_q, starts_k = cu_q.tolist(), cu_k.tolist()
+    outs = []
+    for b in range(len(lengths_q)):
+        sq, sk = lengths_q[b], lengths_k[b]
+        pieces = [inputs[0][starts_q[b]:starts_q[b] + sq], inputs[1][starts_k[b]:starts_k[b] + sk],
+                  inputs[2][starts_k[b]:starts_k[b] + sk]]
+        o, _ = reference(*(t.unsqueeze(0) for t in pieces), causal=True,
+                         dropout=(kept[b:b + 1, :, :sq, :sk], rate))
+        outs.append(o[0])
+    expected = torch.cat(outs)
+    assert relative_l2(out, expected.detach()) < TOLERANCE[torch.float16]
+    want = torch.autograd.grad(expected, inputs, d_out.float())
+    floor = 1e-2 * d_out.float().norm().item()
+    for name, got, w in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), want):
+        error = (got.float() - w).norm().item() / max(w.norm().item(), floor)
+        assert error < GRAD_TOLERANCE[torch.float16], f"{name}: relative L2 error {error:.3e}"
+
+
+def test_dropout_opcheck_and_compile():
+    q, k, v = make_inputs(2, 65, 130, 4, 2, 64, torch.float16)
+    forward = torch.ops.flashmma.forward.default
+    torch.library.opcheck(forward, (q, k, v, None, True, -1, -1, 0.0, None, True, False, 0.3, 77, 0))
+    out, lse = forward(q, k, v, None, True, -1, -1, 0.0, None, True, False, 0.3, 77, 0)
+    backward = torch.ops.flashmma.backward.default
+    torch.library.opcheck(backward, (torch.randn_like(out), q, k, v, out, lse, None, True, -1, -1, 0.0, None,
+                                     False, 0.3, 77, 0))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v: flash_attn_func(q, k, v, 0.3, causal=True, dropout_seed=77),
+                             fullgraph=True)
+    assert torch.equal(compiled(q, k, v), flash_attn_func(q, k, v, 0.3, causal=True, dropout_seed=77))
+
+
+@pytest.mark.parametrize("dropout_p", [-0.1, 1.0, float("nan"), "x"])
+def test_invalid_dropout_p_raises(dropout_p):
+    q, k, v = make_inputs(1, 16, 16, 2, 2, 64, torch.float16)
+    with pytest.raises(ValueError, match=r"dropout_p must be a number in \[0, 1\)"):
+        flash_attn_func(q, k, v, dropout_p)

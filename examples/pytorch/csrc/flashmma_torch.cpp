@@ -67,6 +67,7 @@
 #include <tuple>
 
 #include "backward_launch.hpp"
+#include "flashmma/attention/philox.hpp"
 #include "flashmma/backward_params.hpp"
 #include "flashmma/params.hpp"
 #include "operands.hpp"
@@ -80,7 +81,8 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
                                            int64_t window_left, int64_t window_right,
                                            double softcap,
                                            const std::optional<at::Tensor>& alibi_slopes,
-                                           bool return_lse, bool deterministic) {
+                                           bool return_lse, bool deterministic, double dropout_p,
+                                           int64_t dropout_seed, int64_t dropout_offset) {
   (void)deterministic;  // for the backward pass (the autograd formula reads it); forward always is
   check_operand(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
   check_operand(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
@@ -137,6 +139,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   params.head_dim = padded_dim;
   params.softmax_scale = static_cast<float>(scale);
   set_variant(params, causal, window_left, window_right, softcap, alibi);
+  set_dropout(params, dropout_p, dropout_seed, dropout_offset);
   run_forward(params, q.options());
   return {out.narrow(3, 0, head_dim), lse};
 }
@@ -163,7 +166,8 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
     const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& seqused_k,
     int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<double> softmax_scale, bool causal,
     int64_t window_left, int64_t window_right, double softcap,
-    const std::optional<at::Tensor>& alibi_slopes, bool return_lse, bool deterministic) {
+    const std::optional<at::Tensor>& alibi_slopes, bool return_lse, bool deterministic,
+    double dropout_p, int64_t dropout_seed, int64_t dropout_offset) {
   (void)deterministic;  // for the backward pass (the autograd formula reads it)
   check_operand(q, "q", "(total_q, heads_q, head_dim)", 3);
   check_operand(k, "k", "(total_k, heads_kv, head_dim)", 3);
@@ -222,6 +226,7 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
   if (seqused_k.has_value()) params.seqused_k = seqused_k->data_ptr<int32_t>();
   params.softmax_scale = static_cast<float>(scale);
   set_variant(params, causal, window_left, window_right, softcap, alibi);
+  set_dropout(params, dropout_p, dropout_seed, dropout_offset);
   run_forward(params, q.options());
   return {out.narrow(2, 0, head_dim), lse};
 }
@@ -243,7 +248,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& lse, const PackedSequences* packed,
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
-    double softcap, const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+    double softcap, const std::optional<at::Tensor>& alibi_slopes, bool deterministic,
+    double dropout_p, int64_t dropout_seed, int64_t dropout_offset) {
   const int64_t dims = packed != nullptr ? 3 : 4;
   const char* q_layout = packed != nullptr ? "(total_q, heads_q, head_dim)"
                                            : "(batch, seqlen_q, heads_q, head_dim)";
@@ -347,6 +353,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_backward(
   }
   params.softmax_scale = static_cast<float>(scale);
   set_variant(params, causal, window_left, window_right, softcap, alibi);
+  set_dropout(params, dropout_p, dropout_seed, dropout_offset);
   params.d_o = dout_ready.data_ptr();
   params.dq = dq.data_ptr();
   params.dk = dk.data_ptr();
@@ -371,9 +378,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& lse, std::optional<double> softmax_scale, bool causal,
     int64_t window_left, int64_t window_right, double softcap,
-    const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+    const std::optional<at::Tensor>& alibi_slopes, bool deterministic, double dropout_p,
+    int64_t dropout_seed, int64_t dropout_offset) {
   return run_backward(dout, q, k, v, out, lse, nullptr, softmax_scale, causal, window_left,
-                      window_right, softcap, alibi_slopes, deterministic);
+                      window_right, softcap, alibi_slopes, deterministic, dropout_p, dropout_seed,
+                      dropout_offset);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> varlen_backward(
@@ -381,10 +390,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> varlen_backward(
     const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_seqlens_q,
     const at::Tensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
-    double softcap, const std::optional<at::Tensor>& alibi_slopes, bool deterministic) {
+    double softcap, const std::optional<at::Tensor>& alibi_slopes, bool deterministic,
+    double dropout_p, int64_t dropout_seed, int64_t dropout_offset) {
   const PackedSequences packed{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k};
   return run_backward(dout, q, k, v, out, lse, &packed, softmax_scale, causal, window_left,
-                      window_right, softcap, alibi_slopes, deterministic);
+                      window_right, softcap, alibi_slopes, deterministic, dropout_p, dropout_seed,
+                      dropout_offset);
 }
 
 // FlashAttention-2's flash_attn_with_kvcache: q (batch, seqlen_q, heads_q, d) over a cache
@@ -534,6 +545,34 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(
   return {out, lse};
 }
 
+// The dropout mask that forward and backward draw for (dropout_p, seed, offset): (batch, heads_q,
+// seqlen_q, seqlen_k) bool on the CPU, True where a probability is kept (attention/philox.hpp; a
+// packed sequence b's mask is entry b, cut to its lengths). For tests and for reproducing a call.
+at::Tensor dropout_mask(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k,
+                        double dropout_p, int64_t seed, int64_t offset) {
+  TORCH_CHECK_VALUE(batch >= 0 && heads >= 0 && seqlen_q >= 0 && seqlen_k >= 0,
+                    "flashmma_torch: dropout_mask's sizes must be >= 0");
+  TORCH_CHECK_VALUE(dropout_p >= 0.0 && dropout_p < 1.0,
+                    "flashmma_torch: dropout_p must be in [0, 1) (got ", dropout_p, ")");
+  TORCH_CHECK_VALUE(offset >= 0 && offset <= 0xFFFFFFFFll,
+                    "flashmma_torch: dropout_offset must be in [0, 2^32) (got ", offset, ")");
+  at::Tensor mask = at::empty({batch, heads, seqlen_q, seqlen_k}, at::TensorOptions().dtype(at::kBool));
+  bool* kept = mask.data_ptr<bool>();
+  const uint32_t threshold = flashmma::dropout_threshold(static_cast<float>(dropout_p));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < seqlen_q; ++i) {
+        for (int64_t j = 0; j < seqlen_k; ++j) {
+          *kept++ = flashmma::dropout_keep(static_cast<uint64_t>(seed), static_cast<uint32_t>(offset),
+                                           b, heads, h, static_cast<int32_t>(i),
+                                           static_cast<int32_t>(j), threshold);
+        }
+      }
+    }
+  }
+  return mask;
+}
+
 }  // namespace
 }  // namespace flashmma_torch
 
@@ -541,12 +580,14 @@ TORCH_LIBRARY(flashmma, m) {
   m.def(
       "forward(Tensor q, Tensor k, Tensor v, float? softmax_scale, bool causal, int window_left,"
       " int window_right, float softcap, Tensor? alibi_slopes, bool return_lse,"
-      " bool deterministic=False) -> (Tensor out, Tensor lse)");
+      " bool deterministic=False, float dropout_p=0., int dropout_seed=0, int dropout_offset=0)"
+      " -> (Tensor out, Tensor lse)");
   m.def(
       "varlen_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,"
       " Tensor? seqused_k, int max_seqlen_q, int max_seqlen_k, float? softmax_scale, bool causal,"
       " int window_left, int window_right, float softcap, Tensor? alibi_slopes, bool return_lse,"
-      " bool deterministic=False) -> (Tensor out, Tensor lse)");
+      " bool deterministic=False, float dropout_p=0., int dropout_seed=0, int dropout_offset=0)"
+      " -> (Tensor out, Tensor lse)");
   m.def(
       "kvcache_forward(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v,"
       " Tensor? rotary_cos, Tensor? rotary_sin, Tensor? cache_seqlens, Tensor? cache_batch_idx,"
@@ -556,12 +597,19 @@ TORCH_LIBRARY(flashmma, m) {
   m.def(
       "backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,"
       " float? softmax_scale, bool causal, int window_left, int window_right, float softcap,"
-      " Tensor? alibi_slopes, bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)");
+      " Tensor? alibi_slopes, bool deterministic, float dropout_p=0., int dropout_seed=0,"
+      " int dropout_offset=0) -> (Tensor dq, Tensor dk, Tensor dv)");
   m.def(
       "varlen_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,"
       " Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,"
       " float? softmax_scale, bool causal, int window_left, int window_right, float softcap,"
-      " Tensor? alibi_slopes, bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)");
+      " Tensor? alibi_slopes, bool deterministic, float dropout_p=0., int dropout_seed=0,"
+      " int dropout_offset=0) -> (Tensor dq, Tensor dk, Tensor dv)");
+  // No tensor argument: one kernel for every backend.
+  m.def(
+      "dropout_mask(int batch, int heads, int seqlen_q, int seqlen_k, float dropout_p,"
+      " int dropout_seed, int dropout_offset=0) -> Tensor",
+      &flashmma_torch::dropout_mask);
 }
 
 // CPU tensors reach the same checks, which refuse them with a message naming the argument.

@@ -219,6 +219,19 @@ inline void set_variant(flashmma::ForwardParams& params, bool causal, int64_t wi
   }
 }
 
+// Dropout's probability, seed and offset into params (flashmma validates p in [0, 1)). The seed
+// arrives as a signed 64-bit int (the schema's int) and is used as its bits.
+inline void set_dropout(flashmma::ForwardParams& params, double dropout_p, int64_t seed,
+                        int64_t offset) {
+  TORCH_CHECK_VALUE(dropout_p >= 0.0 && dropout_p < 1.0,
+                    "flashmma_torch: dropout_p must be in [0, 1) (got ", dropout_p, ")");
+  TORCH_CHECK_VALUE(offset >= 0 && offset <= 0xFFFFFFFFll,
+                    "flashmma_torch: dropout_offset must be in [0, 2^32) (got ", offset, ")");
+  params.dropout_p = static_cast<float>(dropout_p);
+  params.dropout_seed = static_cast<uint64_t>(seed);
+  params.dropout_offset = static_cast<uint32_t>(offset);
+}
+
 inline void check_scale_and_softcap(std::optional<double> softmax_scale, double softcap) {
   TORCH_CHECK_VALUE(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0),
                     "flashmma_torch: softmax_scale must be a positive finite number or None (got ",

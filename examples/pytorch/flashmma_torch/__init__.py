@@ -35,7 +35,8 @@ _C = load_extension()
 
 from . import _ops  # noqa: E402  (registers the operator's fake and autograd implementations)
 
-__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache"]
+__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "dropout_mask",
+           "dropout_keep_rate"]
 
 
 def _unsupported(argument: str, why: str) -> NotImplementedError:
@@ -69,11 +70,26 @@ def _needs_grad(q, k, v) -> bool:
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
-def _common_arguments(dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs):
+def _dropout_arguments(dropout_p, dropout_seed):
+    """(dropout_p, seed) checked: p in [0, 1); with p > 0 and no seed given, a fresh 64-bit seed
+    drawn from PyTorch's default (CPU) generator, so that torch.manual_seed makes calls
+    reproducible and nothing waits on the GPU."""
+    try:
+        p = float(dropout_p)
+    except (TypeError, ValueError):
+        p = math.nan
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_p must be a number in [0, 1) (got {dropout_p!r})")
+    if dropout_seed is None:
+        if p == 0.0:
+            return p, 0
+        dropout_seed = int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64))
+    return p, operator.index(dropout_seed)
+
+
+def _common_arguments(softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs):
     """The arguments flash_attn_func and flash_attn_varlen_func share, checked and converted:
     (scale, window_left, window_right, softcap)."""
-    if dropout_p != 0.0:
-        raise _unsupported(f"dropout_p={dropout_p!r}", "flashmma_torch has no dropout; pass 0.0")
     if return_attn_probs:
         raise _unsupported(
             "return_attn_probs=True",
@@ -105,6 +121,7 @@ def flash_attn_func(
     return_attn_probs=False,
     *,
     return_lse=False,
+    dropout_seed=None,
 ):
     """Scaled dot-product attention with FlashAttention-2's signature, differentiable in q, k, v.
 
@@ -115,7 +132,11 @@ def flash_attn_func(
             (multi-query and grouped-query attention).
             Any strides are accepted as long as the last dimension is contiguous
             (stride(-1) == 1); head_dim may be anything from 1 to 256.
-        dropout_p: must be 0.0 (no dropout yet).
+        dropout_p: dropout probability in [0, 1) (FlashAttention-2's semantics): each attention
+            probability is dropped with probability dropout_p and the kept ones are scaled by
+            the inverse keep rate; the backward pass regenerates the same mask (Philox, keyed by
+            a seed and the (batch, head, query, key) of each probability; nothing is stored).
+            Pass 0.0 at evaluation, as FlashAttention asks. dropout_p is taken to 2^-16.
         softmax_scale: multiplies q.k before the softmax; None means 1 / sqrt(head_dim).
         causal: if True, key j is visible to query i iff j <= i + seqlen_k - seqlen_q (the mask
             is aligned to the bottom-right corner, as in FlashAttention >= 2.1). Same as
@@ -139,6 +160,9 @@ def flash_attn_func(
             (out, softmax_lse, S_dmask); here return_lse=True gives (out, lse).
         return_lse (keyword only): also return the log-sum-exp of the scores (after the softcap
             and the ALiBi bias, over the visible keys).
+        dropout_seed (keyword only): None draws the mask's seed from PyTorch's default
+            generator (torch.manual_seed makes it reproducible); an int fixes it, and
+            dropout_mask(..., dropout_seed) returns the mask it gives.
 
     Returns:
         out, (batch, seqlen_q, heads_q, head_dim) in q's dtype; with return_lse=True the pair
@@ -147,11 +171,11 @@ def flash_attn_func(
         the first key) gets zeros in out and -inf in lse.
 
     Raises:
-        NotImplementedError naming the argument and its value, for dropout_p != 0 and
-        return_attn_probs=True.
+        NotImplementedError naming the argument and its value, for return_attn_probs=True.
         ValueError, TypeError or RuntimeError naming the offending argument, for inputs on the
         CPU or on different devices, other dtypes, a wrong number of dimensions, mismatched
-        shapes, heads_q not a multiple of heads_kv, head_dim above 256, a window_size that is
+        shapes, heads_q not a multiple of heads_kv, head_dim above 256, dropout_p outside
+        [0, 1), a window_size that is
         not a pair of ints, a negative or non-finite softcap, and alibi_slopes that are not
         float32, not on q's device or not of shape (heads_q,) or (batch, heads_q).
 
@@ -162,12 +186,13 @@ def flash_attn_func(
     The kernels run on PyTorch's current CUDA stream for q's device.
     """
     scale, window_left, window_right, softcap = _common_arguments(
-        dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
+        softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
     )
+    dropout_p, dropout_seed = _dropout_arguments(dropout_p, dropout_seed)
     # The backward pass needs the lse: ask for it whenever a gradient may be taken.
     out, lse = torch.ops.flashmma.forward(
         q, k, v, scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
-        bool(return_lse or _needs_grad(q, k, v)), bool(deterministic),
+        bool(return_lse or _needs_grad(q, k, v)), bool(deterministic), dropout_p, dropout_seed, 0,
     )
     return (out, lse) if return_lse else out
 
@@ -192,6 +217,7 @@ def flash_attn_varlen_func(
     *,
     seqused_k=None,
     return_lse=False,
+    dropout_seed=None,
 ):
     """flash_attn_func over a batch of sequences of different lengths, packed, with
     FlashAttention-2's signature.
@@ -211,6 +237,8 @@ def flash_attn_varlen_func(
         seqused_k (keyword only): None, or torch.int32 (batch,) on q's device: sequence b
             attends to its first seqused_k[b] keys only.
         return_lse (keyword only): also return the log-sum-exp, (heads_q, total_q) float32.
+        dropout_seed (keyword only): as in flash_attn_func; sequence b's mask is entry b of
+            dropout_mask(batch, ...), cut to its lengths.
 
     Returns:
         out, (total_q, heads_q, head_dim) in q's dtype; with return_lse=True, (out, lse).
@@ -223,8 +251,9 @@ def flash_attn_varlen_func(
     if block_table is not None:
         raise _unsupported("block_table", "flash_attn_varlen_func takes contiguous K and V; pass None")
     scale, window_left, window_right, softcap = _common_arguments(
-        dropout_p, softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
+        softmax_scale, window_size, softcap, alibi_slopes, return_attn_probs
     )
+    dropout_p, dropout_seed = _dropout_arguments(dropout_p, dropout_seed)
     out, lse = torch.ops.flashmma.varlen_forward(
         q,
         k,
@@ -242,6 +271,9 @@ def flash_attn_varlen_func(
         alibi_slopes,
         bool(return_lse or _needs_grad(q, k, v)),
         bool(deterministic),
+        dropout_p,
+        dropout_seed,
+        0,
     )
     return (out, lse) if return_lse else out
 
@@ -305,7 +337,7 @@ def flash_attn_with_kvcache(
         raise _unsupported("cache_leftpad", "flashmma_torch's caches start at row 0; pass None")
     _ops.refuse_grad(q, k_cache, v_cache, k, v)
     scale, window_left, window_right, softcap = _common_arguments(
-        0.0, softmax_scale, window_size, softcap, alibi_slopes, False
+        softmax_scale, window_size, softcap, alibi_slopes, False
     )
     if isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
@@ -331,3 +363,22 @@ def flash_attn_with_kvcache(
         bool(return_softmax_lse),
     )
     return (out, lse) if return_softmax_lse else out
+
+
+def dropout_mask(batch, heads, seqlen_q, seqlen_k, dropout_p, dropout_seed, dropout_offset=0):
+    """The dropout mask flash_attn_func(..., dropout_p, dropout_seed=dropout_seed) draws, and its
+    backward pass regenerates: a (batch, heads, seqlen_q, seqlen_k) bool CPU tensor, True where a
+    probability is kept (kept ones are scaled by 1 / dropout_keep_rate(dropout_p)). Computed on
+    the CPU, for tests and for reproducing a call; heads are the query heads."""
+    return torch.ops.flashmma.dropout_mask(
+        operator.index(batch), operator.index(heads), operator.index(seqlen_q),
+        operator.index(seqlen_k), float(dropout_p), operator.index(dropout_seed),
+        operator.index(dropout_offset),
+    )
+
+
+def dropout_keep_rate(dropout_p):
+    """The probability that dropout_p keeps a pair: 1 - dropout_p, with dropout_p taken to 2^-16
+    as the kernels draw it (16 random bits a pair)."""
+    threshold = min(65535, int(float(dropout_p) * 65536.0 + 0.5)) if dropout_p > 0 else 0
+    return (65536 - threshold) / 65536.0

@@ -3,7 +3,8 @@ backward and varlen_backward (defined and run on CUDA by the compiled extension,
 
 - their fake implementations, which give torch.compile and torch.export the outputs' shapes,
   dtypes and strides without running the kernel;
-- forward's autograd formula: it saves q, k, v, out and lse (never the probabilities) and runs
+- forward's autograd formula: it saves q, k, v, out and lse (never the probabilities, nor the
+  dropout mask: the backward regenerates it from dropout_p, the seed and the offset) and runs
   torch.ops.flashmma.backward. forward must then return its lse (flash_attn_func asks for it
   whenever a gradient may be needed); the lse output itself is not differentiable, as in
   FlashAttention. varlen_forward's formula does the same with torch.ops.flashmma.varlen_backward
@@ -55,7 +56,7 @@ LSE_NEEDED = (
 
 @torch.library.register_fake(OPERATOR)
 def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse,
-                  deterministic=False):
+                  deterministic=False, dropout_p=0.0, dropout_seed=0, dropout_offset=0):
     # The outputs' sizes and strides depend on q and return_lse alone; the CUDA implementation
     # checks the rest when it runs. The slopes' device is checked here too: the dispatcher picks
     # this implementation for any call that has a meta tensor among its inputs.
@@ -78,7 +79,8 @@ def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, sof
 @torch.library.register_fake(VARLEN_OPERATOR)
 def _varlen_forward_fake(
     q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-    window_left, window_right, softcap, alibi_slopes, return_lse, deterministic=False,
+    window_left, window_right, softcap, alibi_slopes, return_lse, deterministic=False, dropout_p=0.0,
+    dropout_seed=0, dropout_offset=0,
 ):
     torch._check(q.dim() == 3, lambda: f"flashmma_torch: q must have 3 dimensions (got {q.dim()})")
     torch._check(k.dim() == 3, lambda: f"flashmma_torch: k must have 3 dimensions (got {k.dim()})")
@@ -106,7 +108,7 @@ def _kvcache_forward_fake(
 
 @torch.library.register_fake(BACKWARD_OPERATOR)
 def _backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-                   alibi_slopes, deterministic):
+                   alibi_slopes, deterministic, dropout_p=0.0, dropout_seed=0, dropout_offset=0):
     # The gradients are views of buffers of the padded head dim, as out is (csrc/flashmma_torch.cpp).
     return _padded_gradient(q), _padded_gradient(k), _padded_gradient(v)
 
@@ -114,7 +116,7 @@ def _backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left, 
 @torch.library.register_fake(VARLEN_BACKWARD_OPERATOR)
 def _varlen_backward_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
-                          deterministic):
+                          deterministic, dropout_p=0.0, dropout_seed=0, dropout_offset=0):
     return _padded_gradient(q), _padded_gradient(k), _padded_gradient(v)
 
 
@@ -123,15 +125,23 @@ def _padded_gradient(like):
     return like.new_empty(like.shape[:-1] + (_padded(like.shape[-1]),))[..., :like.shape[-1]]
 
 
+def _trailing_arguments(given):
+    """(deterministic, dropout_p, dropout_seed, dropout_offset): the schema's defaulted trailing
+    arguments, as far as a call gave them."""
+    return tuple(given) + (False, 0.0, 0, 0)[len(given):]
+
+
 def _forward_setup_context(ctx, inputs, output):
     # Runs in the forward call, only when grad mode is on and q, k or v requires grad.
     q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, return_lse = inputs[:10]
-    deterministic = inputs[10] if len(inputs) > 10 else False
+    deterministic, dropout_p, dropout_seed, dropout_offset = _trailing_arguments(inputs[10:])
     out, lse = output
     if not return_lse:
         raise RuntimeError(LSE_NEEDED)
     ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
     ctx.arguments = (softmax_scale, causal, window_left, window_right, softcap, deterministic)
+    # The mask is not saved: the backward regenerates it from these three.
+    ctx.dropout = (dropout_p, dropout_seed, dropout_offset)
     ctx.mark_non_differentiable(lse)
 
 
@@ -142,7 +152,7 @@ def _forward_backward(ctx, grad_out, grad_lse):
         grad_out = grad_out.contiguous()
     dq, dk, dv = torch.ops.flashmma.backward(
         grad_out, q, k, v, out, lse, softmax_scale, causal, window_left, window_right, softcap,
-        alibi_slopes, deterministic,
+        alibi_slopes, deterministic, *ctx.dropout,
     )
     return (dq, dk, dv) + (None,) * (len(ctx.needs_input_grad) - 3)
 
@@ -150,7 +160,7 @@ def _forward_backward(ctx, grad_out, grad_lse):
 def _varlen_setup_context(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
      window_left, window_right, softcap, alibi_slopes, return_lse) = inputs[:15]
-    deterministic = inputs[15] if len(inputs) > 15 else False
+    deterministic, dropout_p, dropout_seed, dropout_offset = _trailing_arguments(inputs[15:])
     if seqused_k is not None:
         raise NotImplementedError(SEQUSED_K_BACKWARD)
     out, lse = output
@@ -159,6 +169,7 @@ def _varlen_setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes)
     ctx.arguments = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                      deterministic)
+    ctx.dropout = (dropout_p, dropout_seed, dropout_offset)
     ctx.mark_non_differentiable(lse)
 
 
@@ -168,7 +179,7 @@ def _varlen_backward(ctx, grad_out, grad_lse):
         grad_out = grad_out.contiguous()
     dq, dk, dv = torch.ops.flashmma.varlen_backward(
         grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *ctx.arguments[:7], alibi_slopes,
-        ctx.arguments[7],
+        ctx.arguments[7], *ctx.dropout,
     )
     return (dq, dk, dv) + (None,) * (len(ctx.needs_input_grad) - 3)
 
