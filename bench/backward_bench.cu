@@ -4,7 +4,9 @@
 //
 //   flashmma_backward_bench [--tile default|NAME] [--dtype fp16|bf16|both] [--iters N]
 //                           [--head-dims 64,128] [--seqlens 1024,...,16384] [--deterministic]
-//                           [--list-tiles]
+//                           [--dropout P] [--list-tiles]
+//
+// --dropout P > 0 times the tile's kernels compiled with dropout (backward_with_dropout).
 //
 // Rows: d in --head-dims, N in {1k, 2k, 4k, 8k, 16k} with B * N = 16384 and H * d = 2048, causal
 // and not. TFLOP/s count 2.5 times the forward's FLOPs (4 B H N^2 d, halved for causal), as
@@ -64,6 +66,10 @@ template <class Config>
 flashmma::Status run_with_mask(flashmma::BackwardParams p) {
   const bool causal = p.mask == flashmma::MaskKind::kCausal;
   p.mask = flashmma::MaskKind::kNone;
+  if (p.dropout_p > 0.f) {
+    if (causal) return flashmma::backward_with_dropout<Config>(p, flashmma::CausalMask{});
+    return flashmma::backward_with_dropout<Config>(p, flashmma::FullAttention{});
+  }
   if (causal) return flashmma::backward<Config>(p, flashmma::CausalMask{});
   return flashmma::backward<Config>(p, flashmma::FullAttention{});
 }
@@ -93,7 +99,7 @@ std::map<std::string, Runner> tiles() {
 }
 
 double time_call(const Shape& s, flashmma::ScalarType dtype, const Runner& run, int iters,
-                 bool deterministic) {
+                 bool deterministic, float dropout_p) {
   const int64_t q_elements = s.batch * s.seqlen * s.heads * s.head_dim;
   const std::size_t bytes = static_cast<std::size_t>(q_elements) * 2;
   DeviceBuffer q(bytes), k(bytes), v(bytes), o(bytes), d_o(bytes), dq(bytes), dk(bytes), dv(bytes),
@@ -122,6 +128,8 @@ double time_call(const Shape& s, flashmma::ScalarType dtype, const Runner& run, 
   p.do_strides = p.dq_strides = p.dk_strides = p.dv_strides = strides;
   p.mask = s.causal ? flashmma::MaskKind::kCausal : flashmma::MaskKind::kNone;
   p.deterministic = deterministic;
+  p.dropout_p = dropout_p;
+  p.dropout_seed = 0x1234;
   DeviceBuffer workspace(flashmma::backward_workspace_bytes(p));
   p.workspace = workspace.as<void>();
   p.workspace_bytes = flashmma::backward_workspace_bytes(p);
@@ -157,6 +165,7 @@ int main(int argc, char** argv) {
               seqlens = "1024,2048,4096,8192,16384";
   int iters = 20;
   bool deterministic = false;
+  float dropout_p = 0.f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto value = [&] {
@@ -178,6 +187,8 @@ int main(int argc, char** argv) {
       seqlens = value();
     } else if (arg == "--deterministic") {
       deterministic = true;
+    } else if (arg == "--dropout") {
+      dropout_p = std::strtof(value().c_str(), nullptr);
     } else if (arg == "--list-tiles") {
       for (const auto& entry : tiles<__half>()) std::printf("%s\n", entry.first.c_str());
       return 0;
@@ -213,7 +224,7 @@ int main(int argc, char** argv) {
       for (const int64_t n : numbers(seqlens)) {
         for (const bool causal : {false, true}) {
           const Shape s{16384 / n, n, 2048 / d, d, causal};
-          const double ms = time_call(s, type, run, iters, deterministic);
+          const double ms = time_call(s, type, run, iters, deterministic, dropout_p);
           const double flops = 2.5 * 4.0 * s.batch * s.heads * double(n) * n * d * (causal ? 0.5 : 1.0);
           std::printf("%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.1f\n", tile.c_str(), dtype.c_str(),
                       static_cast<long long>(d), static_cast<long long>(n),

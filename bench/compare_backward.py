@@ -27,7 +27,7 @@ COLUMNS = ["dtype", "d", "seqlen", "batch", "heads", "causal", "flashmma_tflops"
            "cudnn_tflops", "over_fa2", "over_cudnn"]
 
 
-def sdpa_backward_ms(torch, backend, dtype, batch, seqlen, heads, d, causal, iters):
+def sdpa_backward_ms(torch, backend, dtype, batch, seqlen, heads, d, causal, iters, dropout_p=0.0):
     from torch.nn.attention import sdpa_kernel
     generator = torch.Generator(device="cuda").manual_seed(1)
     q, k, v = (torch.randn(batch, heads, seqlen, d, device="cuda", dtype=dtype,
@@ -35,7 +35,8 @@ def sdpa_backward_ms(torch, backend, dtype, batch, seqlen, heads, d, causal, ite
     d_o = torch.randn(batch, heads, seqlen, d, device="cuda", dtype=dtype, generator=generator)
     try:
         with sdpa_kernel(backend):
-            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                   dropout_p=dropout_p)
             times = []
             for i in range(iters + 3):
                 start = torch.cuda.Event(enable_timing=True)
@@ -59,12 +60,15 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--commit", default=None)
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout_p of every call (flashmma's kernels compiled with dropout)")
     args = parser.parse_args()
 
     import torch
     from torch.nn.attention import SDPBackend
 
-    result = subprocess.run([args.bench, "--head-dims", args.head_dims, "--iters", str(args.iters)],
+    result = subprocess.run([args.bench, "--head-dims", args.head_dims, "--iters", str(args.iters),
+                             "--dropout", str(args.dropout)],
                             capture_output=True, text=True, check=True)
     ours = {(r["dtype"], int(r["d"]), int(r["seqlen"]), int(r["causal"])): float(r["tflops"])
             for r in csv.DictReader(io.StringIO(result.stdout))}
@@ -75,9 +79,9 @@ def main() -> None:
         batch, heads = 16384 // seqlen, 2048 // d
         flops = 2.5 * 4.0 * batch * heads * seqlen * seqlen * d * (0.5 if causal else 1.0)
         fa2 = sdpa_backward_ms(torch, SDPBackend.FLASH_ATTENTION, dtype, batch, seqlen, heads, d,
-                               bool(causal), args.iters)
+                               bool(causal), args.iters, args.dropout)
         cudnn = sdpa_backward_ms(torch, SDPBackend.CUDNN_ATTENTION, dtype, batch, seqlen, heads, d,
-                                 bool(causal), args.iters)
+                                 bool(causal), args.iters, args.dropout)
         fa2_tflops = flops / fa2 * 1e-9 if fa2 == fa2 else float("nan")
         cudnn_tflops = flops / cudnn * 1e-9 if cudnn == cudnn else float("nan")
         rows.append({"dtype": dtype_name, "d": d, "seqlen": seqlen, "batch": batch,
@@ -87,7 +91,7 @@ def main() -> None:
                      "over_cudnn": ratio(tflops, cudnn_tflops)})
 
     print(f"commit {args.commit or git_commit()}, {torch.cuda.get_device_name()}, "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}, dropout_p {args.dropout}")
     print("| dtype | d | N | causal | flashmma | FA2 | cuDNN | / FA2 | / cuDNN |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
