@@ -48,7 +48,7 @@ def main() -> None:
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     p = args.dropout
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, dropout_p {p}")
-    print("| d | N | causal | pass | flashmma p=0 | flashmma p | FA2 p=0 | FA2 p | flashmma p / FA2 p |")
+    print("| d | N | causal | pass | flashmma p=0 | flashmma p | FA2 p=0 | FA2 p | FA2 p / flashmma p |")
     print("|---:|---:|---|---|---:|---:|---:|---:|---:|")
     for d in (int(x) for x in args.head_dims.split(",")):
         for n in (int(x) for x in args.seqlens.split(",")):
