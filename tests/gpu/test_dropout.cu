@@ -220,8 +220,21 @@ TEST_CASE("dropout: refusals name the field and launch nothing", "[gpu][dropout]
   };
   // forward<Config> compiles no dropout kernel.
   message_has(flashmma::forward<Forward>(p), "forward_with_dropout<Config>");
+  // backward<Config> likewise, on a call that is otherwise complete.
+  DeviceBuffer<__half> d_o(64 * 64), dq(64 * 64), dk(64 * 64), dv(64 * 64);
+  DeviceBuffer<float> lse(64);
   BackwardParams b;
   static_cast<ForwardParams&>(b) = p;
+  b.lse = lse.get();
+  b.d_o = d_o.get();
+  b.dq = dq.get();
+  b.dk = dk.get();
+  b.dv = dv.get();
+  b.do_strides = b.dq_strides = b.dk_strides = b.dv_strides = p.q_strides;
+  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::backward_workspace_bytes(b)));
+  b.workspace = workspace.get();
+  b.workspace_bytes = workspace.bytes();
+  REQUIRE(flashmma::validate_backward_params(b).ok());
   message_has(flashmma::backward<Backward>(b), "backward_with_dropout<Config>");
   ForwardParams bad = p;
   bad.dropout_p = 1.f;
