@@ -996,8 +996,8 @@ def test_varlen_rejects_what_it_cannot_run():
         flash_attn_varlen_func(q[None], k, v, cu_q, cu_k, 5, 7)
     with pytest.raises(NotImplementedError, match="block_table is not supported yet"):
         flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, block_table=cu_q)
-    with pytest.raises(NotImplementedError, match=r"dropout_p=0\.5 is not supported yet"):
-        flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, 0.5)
+    with pytest.raises(ValueError, match=r"dropout_p must be a number in \[0, 1\)"):
+        flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, 1.5)
 
 
 def test_varlen_signature_is_flash_attention_2s():
