@@ -220,6 +220,16 @@ struct BackwardKernel {
           tile_needs_mask(params.policy, lengths, queries, first_key, kBlockN);
       scores.head = first_head + step_member(step);
 
+      // Dropout's mask of the step, one bit a score: drawn before S^T and dP^T, while their
+      // accumulators are not live yet (drawn after them, the d = 128 kernel spilled 92 bytes
+      // rather than 84).
+      [[maybe_unused]] KeepBits<Config::kQueryTiles> keep;
+      if constexpr (Dropout::kEnabled) {
+        dropout.stream = static_cast<uint32_t>(batch * args.forward.heads_q + scores.head);
+        keep = dropout.template keep_rows_are_keys<Config::kQueryTiles>(first_key + key_row,
+                                                                        first_query);
+      }
+
       // S^T and dP^T back to back: two independent chains of mma for the scheduler to interleave.
       float s[1][Config::kQueryTiles][4];
       float dp[1][Config::kQueryTiles][4];
@@ -228,10 +238,6 @@ struct BackwardKernel {
       rows_times_rows_t<Config>(dp[0], v_tile, key_row, do_tile, lane);
       scores.probabilities(s, factor, lse_log2, first_key + key_row, first_query, needs_mask);
       if constexpr (Dropout::kEnabled) {
-        dropout.stream = static_cast<uint32_t>(batch * args.forward.heads_q + scores.head);
-        const KeepBits<Config::kQueryTiles> keep =
-            dropout.template keep_rows_are_keys<Config::kQueryTiles>(first_key + key_row,
-                                                                      first_query);
         WarpDropout::apply(dp[0], keep, dropout.args.scale);  // dP where kept, scaled; else 0
         scores.gradients(dp, s, factor, delta);
         WarpDropout::apply(s[0], keep, 1.f);  // the kept P (dV is scaled at the end)
