@@ -53,11 +53,12 @@ namespace flashmma {
 // The forward kernel type forward<Config> runs for one score policy (for cudaFuncGetAttributes
 // and profilers: its __global__ function is kernel_entry<ForwardKernelFor<Config, Policy>>).
 // A TileConfig runs the portable mma.sync kernel, an Sm90TileConfig the Hopper one.
-template <class Config, class Policy>
+template <class Config, class Policy, class Dropout = NoDropout>
 using ForwardKernelFor =
     std::conditional_t<IsSm90TileConfig<Config>::value,
-                       sm90::ForwardKernel<Config, Policy, SchedulerFor<Policy>>,
-                       sm80::ForwardKernel<Config, Policy, SchedulerFor<Policy>>>;
+                       sm90::ForwardKernel<Config, Policy, SchedulerFor<Policy>, Dropout>,
+                       sm80::ForwardKernel<Config, Policy, SchedulerFor<Policy>, NoKVPages,
+                                           Dropout>>;
 
 namespace detail {
 
@@ -112,18 +113,6 @@ Status launch_split_kernel(const ForwardParams& params, const Policy& policy,
                                                        stream);
 }
 
-// A call on Config's split kernel compiled with dropout (every dropout call runs there).
-template <class Config, class Policy>
-Status launch_dropout_forward(const ForwardParams& params, const Policy& policy,
-                              const DeviceInfo& device, cudaStream_t stream) {
-  SplitPlan plan;
-  if (Status s = plan_split_kernel<Config>(params, device, /*assume_workspace=*/false,
-                                           /*decoding_sized_too=*/false, plan);
-      !s)
-    return s;
-  return launch_split_kernel<Config, Policy, PhiloxDropout>(params, policy, device, plan, stream);
-}
-
 // forward_with_dropout's calls: dense or packed sequences, no cache (with dropout_p = 0 too).
 inline Status check_training_call(const ForwardParams& p, const char* entry) {
   if (p.block_table != nullptr || p.k_new != nullptr || p.kv_batch_index != nullptr) {
@@ -138,10 +127,10 @@ inline Status check_training_call(const ForwardParams& p, const char* entry) {
 
 // Config's own kernel (one block per work tile, every key) on a validated call that its split
 // kernel does not take.
-template <class Config, class Policy>
+template <class Config, class Policy, class Dropout = NoDropout>
 Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
                            const DeviceInfo& device, cudaStream_t stream) {
-  using Kernel = ForwardKernelFor<Config, Policy>;
+  using Kernel = ForwardKernelFor<Config, Policy, Dropout>;
   using Scheduler = SchedulerFor<Policy>;
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
   const SchedulerInputs in = scheduler_inputs<Config>(params, device);
@@ -161,6 +150,24 @@ Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
 // lengths and the rotated queries into the workspace (after the split partials of
 // `split_bytes`), then `attend(attention_params)` runs the attention with those as seqused_k and
 // Q, on the same stream.
+// A call on Config's kernel compiled with dropout: the sm_90a kernel (dense batches), or the
+// portable split kernel (dense and packed).
+template <class Config, class Policy>
+Status launch_dropout_forward(const ForwardParams& params, const Policy& policy,
+                              const DeviceInfo& device, cudaStream_t stream) {
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    return launch_dense_kernel<Config, Policy, PhiloxDropout>(params, policy, device, stream);
+  } else {
+    SplitPlan plan;
+    if (Status s = plan_split_kernel<Config>(params, device, /*assume_workspace=*/false,
+                                             /*decoding_sized_too=*/false, plan);
+        !s)
+      return s;
+    return launch_split_kernel<Config, Policy, PhiloxDropout>(params, policy, device, plan,
+                                                              stream);
+  }
+}
+
 template <class Element, class Attend>
 Status launch_append_then(const ForwardParams& params, std::size_t split_bytes, Attend&& attend,
                           cudaStream_t stream) {
@@ -311,15 +318,15 @@ template <class Config, class Policy>
 // hold those. A translation unit that calls it compiles one kernel per BuiltinPolicy and config
 // it may run (and a split kernel for paged caches).
 // Attention with dropout (params.dropout_p, attention/philox.hpp's mask) on Config's kernels
-// compiled with it: one kernel per policy, the split kernel of Config, which takes dense and
-// packed sequences (no KV cache). forward<Config> compiles no dropout, so that calls without it
-// build no second kernel; the default forward(params) runs both.
+// compiled with it, one per policy: a TileConfig's split kernel, which takes dense and packed
+// sequences (no KV cache), or the sm_90a kernel of an Sm90TileConfig (dense batches).
+// forward<Config> compiles no dropout, so that calls without it build no second kernel; the
+// default forward(params) runs both.
 template <class Config>
 [[nodiscard]] Status forward_with_dropout(const ForwardParams& params,
                                           cudaStream_t stream = nullptr) {
-  static_assert(IsTileConfig<Config>::value,
-                "forward_with_dropout runs a flashmma::TileConfig<...> (the sm_90a kernel has no "
-                "dropout yet)");
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   if (Status s = validate_params(params); !s) return s;
   if (Status s = detail::check_training_call(params, "forward_with_dropout"); !s) return s;
   if (Status s = validate_for_kernel(params, kernel_requirements<Config, PhiloxDropout>()); !s)
@@ -334,9 +341,8 @@ template <class Config>
 template <class Config, class Policy>
 [[nodiscard]] Status forward_with_dropout(const ForwardParams& params, const Policy& policy,
                                           cudaStream_t stream = nullptr) {
-  static_assert(IsTileConfig<Config>::value,
-                "forward_with_dropout runs a flashmma::TileConfig<...> (the sm_90a kernel has no "
-                "dropout yet)");
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
   if (Status s = validate_params(params); !s) return s;
   if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
@@ -358,11 +364,6 @@ template <class Element, int HeadDim>
     using Policy = std::decay_t<decltype(policy)>;
     using Split = SplitKernelConfigT<Element, HeadDim>;
     using Hopper = Sm90DefaultConfig<Element, HeadDim>;
-    if (uses_dropout(params)) {  // the split kernel with dropout (validate_params took the call)
-      if (Status s = validate_for_kernel(params, kernel_requirements<Split, PhiloxDropout>()); !s)
-        return s;
-      return detail::launch_dropout_forward<Split>(params, policy, device, stream);
-    }
     detail::DefaultRoute route;
     detail::SplitPlan plan;
     const auto sm90a_code = [] {
@@ -376,6 +377,17 @@ template <class Element, int HeadDim>
             params, device, sm90a_code, /*assume_workspace=*/false, route, plan);
         !s)
       return s;
+    if (uses_dropout(params)) {  // kernels compiled with dropout (default_route says which)
+      if constexpr (Hopper::kAvailable) {
+        if (route == detail::DefaultRoute::kHopper) {
+          return detail::launch_dropout_forward<typename Hopper::type>(params, policy, device,
+                                                                      stream);
+        }
+      }
+      if (Status s = validate_for_kernel(params, kernel_requirements<Split, PhiloxDropout>()); !s)
+        return s;
+      return detail::launch_dropout_forward<Split>(params, policy, device, stream);
+    }
     if (route == detail::DefaultRoute::kSplitKernel) {
       if (Status s = validate_for_kernel(params, kernel_requirements<Split>()); !s) return s;
       if (appends_kv(params)) {

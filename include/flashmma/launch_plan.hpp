@@ -150,10 +150,11 @@ Status plan_split_kernel(const ForwardParams& p, const DeviceInfo& device, bool 
 // not take (plan_split_kernel): on a compute capability 9.0 GPU whose loaded code holds sm_90a
 // (`sm90a_code`; forward.cuh asks the kernel's module), when TMA can describe every tensor
 // (sm90/tensor_maps.hpp). Anything else runs the portable kernel, which takes every valid call.
-template <class Hopper>
+// Dropout: whether the kernel is the one compiled with dropout (attention/dropout.hpp).
+template <class Hopper, class Dropout = NoDropout>
 bool runs_sm90_default(const ForwardParams& p, const DeviceInfo& device, bool sm90a_code) {
   if (!sm90a_code || device.compute_capability != 90) return false;
-  return validate_for_kernel(p, kernel_requirements<Hopper>()).ok() &&
+  return validate_for_kernel(p, kernel_requirements<Hopper, Dropout>()).ok() &&
          validate_for_device(device, kernel_requirements<Hopper>()).ok() &&
          sm90::check_tma_layout(p).ok();
 }
@@ -173,6 +174,20 @@ Status default_route(const ForwardParams& p, const DeviceInfo& device, Sm90aCode
       !s)
     return s;
   route = DefaultRoute::kPortable;
+  if (uses_dropout(p)) {
+    // Kernels compiled with dropout: the Hopper default's where it takes the call, else the
+    // split kernel's (dense and packed batches). No general portable kernel has dropout: one
+    // kernel per policy and head dim fewer to compile.
+    route = DefaultRoute::kSplitKernel;
+    if constexpr (Sm90DefaultConfig<Element, HeadDim>::kAvailable) {
+      if (!plan.on_split_kernel && device.compute_capability == 90 &&
+          runs_sm90_default<typename Sm90DefaultConfig<Element, HeadDim>::type, PhiloxDropout>(
+              p, device, sm90a_code())) {
+        route = DefaultRoute::kHopper;
+      }
+    }
+    return Status::success();
+  }
   if (plan.on_split_kernel) {
     route = DefaultRoute::kSplitKernel;
   } else if constexpr (Sm90DefaultConfig<Element, HeadDim>::kAvailable) {
@@ -304,6 +319,8 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   "sm80::ForwardKernel<TileConfig<...>, CausalMask, SplitScheduler, KVPages> in 3 splits, then
 //    split_combine_kernel" (a paged KV cache)
 //   "kv_append_kernel, then sm80::ForwardKernel<...> in 1 split" (a KV append)
+//   "sm90::ForwardKernel<Sm90TileConfig<...>, FullAttention, PlainScheduler, PhiloxDropout>"
+//   (dropout: the kernels compiled with it)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -313,6 +330,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                                                     std::string& description) {
   if (Status s = validate_params(params); !s) return s;
   const std::string policy_name = builtin_policy_name(builtin_policy_for(params));
+  const std::string dropout = uses_dropout(params) ? ", PhiloxDropout" : "";
   Status status = Status::success();
   description = detail::visit_element_and_head_dim(
       params,
@@ -329,7 +347,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
           if (route == detail::DefaultRoute::kHopper) {
             if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kAvailable) {
               return detail::forward_kernel_name<typename Sm90DefaultConfig<Element, kHeadDim>::type>(
-                  policy_name, SchedulerFor<Policy>::kName);
+                  policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
             }
           }
           if (route == detail::DefaultRoute::kPortable) {
@@ -339,9 +357,8 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                       policy_name, SchedulerFor<Policy>::kName);
                 });
           }
-          const std::string split_kernel = paged_kv(params) ? std::string(SplitScheduler::kName) +
-                                                                  ", KVPages"
-                                                            : SplitScheduler::kName;
+          const std::string split_kernel =
+              std::string(SplitScheduler::kName) + (paged_kv(params) ? ", KVPages" : "") + dropout;
           const std::string name = detail::forward_kernel_name<SplitKernelConfigT<Element, kHeadDim>>(
               policy_name, split_kernel.c_str());
           const std::string packed = detail::packs_gqa(params) ? ", packed GQA" : "";

@@ -35,7 +35,7 @@ struct KernelRequirements {
 };
 
 // The requirements of one TileConfig or Sm90TileConfig, compiled with dropout or not
-// (attention/dropout.hpp; dropout runs on the portable split kernel only).
+// (attention/dropout.hpp).
 template <class Config, class Dropout = NoDropout>
 KernelRequirements kernel_requirements() {
   static_assert(IsForwardConfig<Config>::value,
@@ -48,8 +48,6 @@ KernelRequirements kernel_requirements() {
   req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
   req.variable_lengths = !IsSm90TileConfig<Config>::value;  // the Hopper kernel: dense only
   req.paged_kv = !IsSm90TileConfig<Config>::value;
-  static_assert(!Dropout::kEnabled || !IsSm90TileConfig<Config>::value,
-                "dropout runs on TileConfig kernels (the sm_90a kernel has none yet)");
   req.dropout = Dropout::kEnabled;
   return req;
 }
@@ -89,11 +87,9 @@ inline std::string tensor_shape(const char* name) {
 // Whether a call runs on the portable split kernel even without a split: variable lengths, a
 // cache's batch index, paged caches and KV appends (whose attention reads the new lengths as
 // seqused_k) run on it alone (sm80/forward_kernel.cuh says why).
-// Dropout runs there too: one more kernel per policy and config rather than two.
 inline bool runs_on_split_kernel(const ForwardParams& p) {
   return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
-         p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr ||
-         uses_dropout(p);
+         p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr;
 }
 
 inline Status check_dropout(const ForwardParams& p) {

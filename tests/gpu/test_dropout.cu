@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Dropout, forward and backward (forward_with_dropout, backward_with_dropout): O, the LSE and
 // dQ, dK, dV against the fp64 host reference drawing the same mask (attention/philox.hpp), over
-// the three default backward tiles and their head dims, odd lengths, GQA, every layout, the
+// the three default backward tiles and their head dims (the forward on the split kernel and on
+// the sm_90a kernel, which draw the mask on fragments of their own), odd lengths, GQA, every layout, the
 // causal mask, a window and softcap, packed sequences, and the deterministic mode; then what
 // dropout_p = 0 gives, and the refusals (plain forward<Config> and backward<Config> compile no
 // dropout; paged caches and appends take none; p outside [0, 1)).
@@ -35,11 +36,13 @@ using flashmma::test::Layout;
 using flashmma::test::LayoutTensor;
 using flashmma::test::ReferenceDropout;
 
-// (forward tile, backward tile) pairs of one element type and head dim: the split kernel's
-// config (where the default dispatch runs dropout) and the default backward tile.
+// (forward tile, Hopper forward tile, backward tile) of one element type and head dim: the
+// split kernel's and the Hopper default's configs (where the default dispatch runs dropout) and
+// the default backward tile.
 template <class Element, int HeadDim>
 struct Tiles {
   using Forward = flashmma::SplitKernelConfigT<Element, HeadDim>;
+  using Hopper = typename flashmma::Sm90DefaultConfig<Element, HeadDim>::type;
   using Backward = flashmma::DefaultBackwardConfigT<Element, HeadDim>;
 };
 using DropoutTiles =
@@ -135,6 +138,7 @@ void check_policy(const Policy& policy, const HostPolicy& host_policy) {
   using Element = typename Tile::Backward::element_type;
   for (const BackwardCase& c : dropout_cases(Tile::Backward::kHeadDim)) {
     check_forward<typename Tile::Forward>(c, policy, host_policy);
+    check_forward<typename Tile::Hopper>(c, policy, host_policy);
     flashmma::test::check_backward_case<Element>(c, host_policy, [&](const BackwardParams& p) {
       return flashmma::backward_with_dropout<typename Tile::Backward>(p, policy);
     });

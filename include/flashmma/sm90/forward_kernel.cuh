@@ -61,7 +61,9 @@ struct ForwardTensorMaps {
   CUtensorMap o;
 };
 
-template <class Config, class Policy, class Scheduler>
+// Dropout: NoDropout, or PhiloxDropout (attention/dropout.hpp): ScoreSoftmax drops the
+// probabilities of each warp's 16 rows as on sm80 (the same fragments, the same mask).
+template <class Config, class Policy, class Scheduler, class Dropout = NoDropout>
 struct ForwardKernel {
   static_assert(IsSm90TileConfig<Config>::value, "Config must be a flashmma::Sm90TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
@@ -92,7 +94,8 @@ struct ForwardKernel {
   static constexpr int kOutputTiles = kHeadDim / kMmaN;
   static constexpr int kKeySlices = kBlockN / kMmaK;    // k16 slices of P V
   static constexpr int kHeadDimSlices = kHeadDim / kMmaK;
-  using ScoreSoftmaxType = ScoreSoftmax<Policy, kBlockN, /*kRescaleBeforeExp=*/true>;
+  using ScoreSoftmaxType =
+      ScoreSoftmax<Policy, kBlockN, /*kRescaleBeforeExp=*/true, QueryRows, Dropout>;
 
   // The block's shared memory, carved from the dynamic allocation rounded up to 1024 bytes.
   struct Smem {
@@ -424,6 +427,12 @@ struct ForwardKernel {
     c.score_softmax.queries = queries;
     c.score_softmax.set_scales(params.args.softmax_scale, params.args.softmax_scale_log2);
     c.score_softmax.lane = thread % 32;
+    if constexpr (Dropout::kEnabled) {
+      const ScoreCoord& origin = c.score_softmax.origin;
+      c.score_softmax.dropout = WarpDropout{
+          params.args.dropout,
+          static_cast<uint32_t>(origin.batch * params.args.heads_q + origin.head), thread % 32};
+    }
     c.q_address = ptx::smem_address(smem.q()) + first_row * kSubTileRowBytes;
     c.thread = thread;
 #pragma unroll
@@ -443,7 +452,8 @@ struct ForwardKernel {
     }
 
     float lse[1][kRowsPerThread];
-    c.row_stats[0].finalize(c.output[0], c.score_softmax.lse_scale(), lse[0]);
+    c.row_stats[0].finalize(c.output[0], c.score_softmax.lse_scale(), lse[0],
+                            c.score_softmax.output_scale());
     write_output(params, smem, seq, queries, consumer, thread, c.output, lse);
   }
 
