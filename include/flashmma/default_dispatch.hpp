@@ -33,6 +33,8 @@ namespace flashmma {
 //   kSoftcap         a softcap, with any mask or window                     SoftcapWindow
 //   kAlibi           ALiBi, with any mask or window                         AlibiWindow
 //   kSoftcapAlibi    both, softcap first                                    SoftcapAlibiWindow
+// The Hopper kernel runs kAlibi without a window, or under the causal mask, on kernels of their
+// own (visit_sm90_policy).
 enum class BuiltinPolicy : int {
   kFullAttention,
   kCausalMask,
@@ -45,19 +47,6 @@ enum class BuiltinPolicy : int {
 using SoftcapWindow = Combined<Softcap, SlidingWindow>;
 using AlibiWindow = Combined<AlibiBias, SlidingWindow>;
 using SoftcapAlibiWindow = Combined<Softcap, AlibiWindow>;
-
-inline const char* builtin_policy_name(BuiltinPolicy policy) {
-  switch (policy) {
-    case BuiltinPolicy::kFullAttention: return "FullAttention";
-    case BuiltinPolicy::kCausalMask: return "CausalMask";
-    case BuiltinPolicy::kSlidingWindow: return "SlidingWindow";
-    case BuiltinPolicy::kSoftcap: return "Combined<Softcap, SlidingWindow>";
-    case BuiltinPolicy::kAlibi: return "Combined<AlibiBias, SlidingWindow>";
-    case BuiltinPolicy::kSoftcapAlibi:
-      return "Combined<Softcap, Combined<AlibiBias, SlidingWindow>>";
-  }
-  return "?";
-}
 
 // params' window with the causal mask folded in (causal is the window (left, 0)), and a side
 // that hides no key of this problem made unbounded, which changes no result and lets the
@@ -109,6 +98,54 @@ decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit) {
     case BuiltinPolicy::kFullAttention: break;
   }
   return visit(FullAttention{});
+}
+
+// The Hopper kernel's policy for a built-in one. ALiBi under a window that hides nothing, or
+// under the causal window alone, runs AlibiBias or AlibiCausal there: kernels that carry no
+// runtime window, as fast as a user's ALiBi functor, where AlibiWindow ran the 16k rows of
+// docs/perf.md 4-6% slower (tuning log step 38). Every other policy is its own. Two kernels more
+// per Hopper default and element type; the portable and split kernels, the kernels compiled with
+// dropout and the backward keep AlibiWindow (within 5% of the functor on the portable tile, step
+// 28), so their kernel counts stay.
+using AlibiCausal = Combined<AlibiBias, CausalMask>;
+
+template <class Policy, class Visitor>
+decltype(auto) visit_sm90_policy(const Policy& policy, Visitor&& visit) {
+  if constexpr (std::is_same_v<Policy, AlibiWindow>) {
+    const SlidingWindow& window = policy.second;
+    if (window.left < 0 && window.right < 0) return visit(policy.first);
+    if (window.left < 0 && window.right == 0) return visit(AlibiCausal{{}, policy.first, {}});
+  }
+  return visit(policy);
+}
+
+template <class Policy>
+struct IsCombined : std::false_type {};
+template <class First, class Second>
+struct IsCombined<Combined<First, Second>> : std::true_type {
+  using first_type = First;
+  using second_type = Second;
+};
+
+// A built-in policy type's name, as describe_default_kernel prints it: "FullAttention",
+// "Combined<AlibiBias, CausalMask>".
+template <class Policy>
+std::string builtin_policy_type_name() {
+  if constexpr (std::is_same_v<Policy, FullAttention>) {
+    return "FullAttention";
+  } else if constexpr (std::is_same_v<Policy, CausalMask>) {
+    return "CausalMask";
+  } else if constexpr (std::is_same_v<Policy, SlidingWindow>) {
+    return "SlidingWindow";
+  } else if constexpr (std::is_same_v<Policy, Softcap>) {
+    return "Softcap";
+  } else if constexpr (std::is_same_v<Policy, AlibiBias>) {
+    return "AlibiBias";
+  } else {
+    static_assert(IsCombined<Policy>::value, "not a built-in score policy");
+    return "Combined<" + builtin_policy_type_name<typename IsCombined<Policy>::first_type>() +
+           ", " + builtin_policy_type_name<typename IsCombined<Policy>::second_type>() + ">";
+  }
 }
 
 // Calls visit(Config{}) with the default config of one kernel head dim that forward() runs for

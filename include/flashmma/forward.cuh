@@ -269,17 +269,25 @@ Status launch_forward(const ForwardParams& params, const Policy& policy, const D
 }
 
 // The built-in policy of params' mask, window, softcap and ALiBi (default_dispatch.hpp).
+// The Hopper kernel runs some of them as narrower types (visit_sm90_policy).
 template <class Config>
 Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cudaStream_t stream) {
   return visit_builtin_policy(params, [&](const auto& policy) {
-    return launch_forward<Config>(params, policy, device, stream);
+    if constexpr (IsSm90TileConfig<Config>::value) {
+      return visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+        return launch_forward<Config>(params, sm90_policy, device, stream);
+      });
+    } else {
+      return launch_forward<Config>(params, policy, device, stream);
+    }
   });
 }
 
 }  // namespace detail
 
 // Runs Config with the built-in policy params ask for: six kernels are compiled, one per
-// BuiltinPolicy (default_dispatch.hpp).
+// BuiltinPolicy (default_dispatch.hpp), and two more for an Sm90TileConfig (visit_sm90_policy's
+// ALiBi kernels).
 template <class Config>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   static_assert(IsForwardConfig<Config>::value,
@@ -413,7 +421,10 @@ template <class Element, int HeadDim>
     }
     if constexpr (Hopper::kAvailable) {
       if (route == detail::DefaultRoute::kHopper) {
-        return detail::launch_dense_kernel<typename Hopper::type>(params, policy, device, stream);
+        return visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+          return detail::launch_dense_kernel<typename Hopper::type>(params, sm90_policy, device,
+                                                                    stream);
+        });
       }
     }
     return visit_default_config<Element, HeadDim, Policy::kMasks>(

@@ -329,7 +329,6 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                                                     const DeviceInfo& device, bool sm90a_code,
                                                     std::string& description) {
   if (Status s = validate_params(params); !s) return s;
-  const std::string policy_name = builtin_policy_name(builtin_policy_for(params));
   const std::string dropout = uses_dropout(params) ? ", PhiloxDropout" : "";
   Status status = Status::success();
   description = detail::visit_element_and_head_dim(
@@ -344,10 +343,19 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
         if (!status) return std::string();
         return visit_builtin_policy(params, [&](const auto& policy) {
           using Policy = std::decay_t<decltype(policy)>;
+          const std::string policy_name = builtin_policy_type_name<Policy>();
           if (route == detail::DefaultRoute::kHopper) {
             if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kAvailable) {
-              return detail::forward_kernel_name<typename Sm90DefaultConfig<Element, kHeadDim>::type>(
-                  policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
+              using Hopper = typename Sm90DefaultConfig<Element, kHeadDim>::type;
+              if (uses_dropout(params)) {  // kernels compiled with dropout keep the policy
+                return detail::forward_kernel_name<Hopper>(
+                    policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
+              }
+              return visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+                using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
+                return detail::forward_kernel_name<Hopper>(builtin_policy_type_name<Sm90Policy>(),
+                                                           SchedulerFor<Sm90Policy>::kName);
+              });
             }
           }
           if (route == detail::DefaultRoute::kPortable) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which built-in policy and config flashmma::forward(params) runs (default_dispatch.hpp): the
-// mask, window, softcap and ALiBi fields to one of six kernels per config, the exact
-// normalisation of windows that hide nothing, and the description of the kernel.
+// mask, window, softcap and ALiBi fields to one of six kernels per config (and the Hopper
+// kernel's two ALiBi kernels), the exact normalisation of windows that hide nothing, and the
+// description of the kernel.
 #include "support/catch.hpp"
 
 #include <flashmma/default_dispatch.hpp>
@@ -99,6 +100,58 @@ TEST_CASE("The transform policies carry the fields", "[dispatch]") {
   CHECK(visited);
 }
 
+// The Hopper kernel's own ALiBi kernels: only where the window hides nothing or is the causal
+// one, with the slopes carried over; every other policy is visited as it is.
+TEST_CASE("visit_sm90_policy narrows ALiBi without a window or under the causal mask",
+          "[dispatch][sm90]") {
+  const auto sm90_policy_of = [](const ForwardParams& p) {
+    std::string name;
+    flashmma::visit_builtin_policy(p, [&](const auto& policy) {
+      return flashmma::visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+        using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
+        name = flashmma::builtin_policy_type_name<Sm90Policy>();
+        if constexpr (std::is_same<Sm90Policy, flashmma::AlibiBias>::value) {
+          CHECK(sm90_policy.slopes == fake_slopes());
+          CHECK(sm90_policy.batch_stride == 3);
+        } else if constexpr (std::is_same<Sm90Policy, flashmma::AlibiCausal>::value) {
+          CHECK(sm90_policy.first.slopes == fake_slopes());
+          CHECK(sm90_policy.first.batch_stride == 3);
+        }
+        return 0;
+      });
+    });
+    return name;
+  };
+  ForwardParams alibi = params(1000, 1000);
+  alibi.alibi_slopes = fake_slopes();
+  alibi.alibi_batch_stride = 3;
+  CHECK(sm90_policy_of(alibi) == "AlibiBias");
+  alibi.window_left = 999;  // hides no key: no window
+  CHECK(sm90_policy_of(alibi) == "AlibiBias");
+  alibi.mask = MaskKind::kCausal;
+  CHECK(sm90_policy_of(alibi) == "Combined<AlibiBias, CausalMask>");
+  alibi.window_left = 100;
+  CHECK(sm90_policy_of(alibi) == "Combined<AlibiBias, SlidingWindow>");
+  alibi.mask = MaskKind::kNone;
+  alibi.window_left = -1;
+  alibi.window_right = 0;  // causal spelled as a window
+  CHECK(sm90_policy_of(alibi) == "Combined<AlibiBias, CausalMask>");
+  alibi.window_right = 5;
+  CHECK(sm90_policy_of(alibi) == "Combined<AlibiBias, SlidingWindow>");
+  alibi.softcap = 30.f;  // softcap and ALiBi keep their window
+  alibi.window_right = -1;
+  CHECK(sm90_policy_of(alibi) == "Combined<Softcap, Combined<AlibiBias, SlidingWindow>>");
+
+  ForwardParams plain = params(1000, 1000);
+  CHECK(sm90_policy_of(plain) == "FullAttention");
+  plain.mask = MaskKind::kCausal;
+  CHECK(sm90_policy_of(plain) == "CausalMask");
+  plain.window_left = 10;
+  CHECK(sm90_policy_of(plain) == "SlidingWindow");
+  plain.softcap = 30.f;
+  CHECK(sm90_policy_of(plain) == "Combined<Softcap, SlidingWindow>");
+}
+
 // A side is made unbounded only when it hides no key of the problem, so the result is the same.
 TEST_CASE("Windows that hide nothing run as no window", "[dispatch]") {
   for (const auto& lengths : {std::pair<int64_t, int64_t>{100, 100}, {37, 300}, {300, 37}}) {
@@ -178,6 +231,25 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
                            Contains("registers 24/160"));
     REQUIRE(flashmma::describe_default_kernel(described_call(160), h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("HeadDim 160, BlockM 128, BlockN 112"));
+  }
+  SECTION("ALiBi on kernels of its own there, AlibiWindow on the portable kernel") {
+    ForwardParams p = described_call(128);
+    p.alibi_slopes = fake_slopes();
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") &&
+                           Contains(", AlibiBias, PlainScheduler>"));
+    p.mask = MaskKind::kCausal;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") &&
+                           Contains(", Combined<AlibiBias, CausalMask>, HeaviestFirstScheduler>"));
+    p.window_left = 256;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") &&
+                           Contains("Combined<AlibiBias, SlidingWindow>, HeaviestFirstScheduler>"));
+    p.window_left = -1;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, false, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm80::ForwardKernel<") &&
+                           Contains("Combined<AlibiBias, SlidingWindow>, HeaviestFirstScheduler>"));
   }
   SECTION("the portable kernel everywhere else") {
     const auto portable = [&](const ForwardParams& p, const flashmma::DeviceInfo& device,
