@@ -103,15 +103,17 @@ decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit) {
 // The Hopper kernel's policy for a built-in one. ALiBi under a window that hides nothing, or
 // under the causal window alone, runs AlibiBias or AlibiCausal there: kernels that carry no
 // runtime window, as fast as a user's ALiBi functor, where AlibiWindow ran the 16k rows of
-// docs/perf.md 4-6% slower (tuning log step 38). Every other policy is its own. Two kernels more
-// per Hopper default and element type; the portable and split kernels, the kernels compiled with
-// dropout and the backward keep AlibiWindow (within 5% of the functor on the portable tile, step
-// 28), so their kernel counts stay.
+// docs/perf.md 4-6% slower (tuning log step 38). Every other policy is its own, and so is ALiBi
+// on a tile whose consumers have fewer than 240 registers (the three-warpgroup d = 64 default,
+// 160: AlibiBias spills 288 bytes there under the plain block order, AlibiWindow none). Two
+// kernels more per Hopper default and element type; the portable and split kernels, the kernels
+// compiled with dropout and the backward keep AlibiWindow (within 5% of the functor on the
+// portable tile, step 28), so their kernel counts stay.
 using AlibiCausal = Combined<AlibiBias, CausalMask>;
 
-template <class Policy, class Visitor>
+template <class Config, class Policy, class Visitor>
 decltype(auto) visit_sm90_policy(const Policy& policy, Visitor&& visit) {
-  if constexpr (std::is_same_v<Policy, AlibiWindow>) {
+  if constexpr (std::is_same_v<Policy, AlibiWindow> && Config::kConsumerRegisters >= 240) {
     const SlidingWindow& window = policy.second;
     if (window.left < 0 && window.right < 0) return visit(policy.first);
     if (window.left < 0 && window.right == 0) return visit(AlibiCausal{{}, policy.first, {}});

@@ -274,7 +274,7 @@ template <class Config>
 Status launch_forward(const ForwardParams& params, const DeviceInfo& device, cudaStream_t stream) {
   return visit_builtin_policy(params, [&](const auto& policy) {
     if constexpr (IsSm90TileConfig<Config>::value) {
-      return visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+      return visit_sm90_policy<Config>(policy, [&](const auto& sm90_policy) {
         return launch_forward<Config>(params, sm90_policy, device, stream);
       });
     } else {
@@ -421,7 +421,7 @@ template <class Element, int HeadDim>
     }
     if constexpr (Hopper::kAvailable) {
       if (route == detail::DefaultRoute::kHopper) {
-        return visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+        return visit_sm90_policy<typename Hopper::type>(policy, [&](const auto& sm90_policy) {
           return detail::launch_dense_kernel<typename Hopper::type>(params, sm90_policy, device,
                                                                     stream);
         });

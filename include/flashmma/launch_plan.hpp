@@ -351,7 +351,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                 return detail::forward_kernel_name<Hopper>(
                     policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
               }
-              return visit_sm90_policy(policy, [&](const auto& sm90_policy) {
+              return visit_sm90_policy<Hopper>(policy, [&](const auto& sm90_policy) {
                 using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
                 return detail::forward_kernel_name<Hopper>(builtin_policy_type_name<Sm90Policy>(),
                                                            SchedulerFor<Sm90Policy>::kName);

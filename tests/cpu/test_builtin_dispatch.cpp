@@ -102,26 +102,30 @@ TEST_CASE("The transform policies carry the fields", "[dispatch]") {
 
 // The Hopper kernel's own ALiBi kernels: only where the window hides nothing or is the causal
 // one, with the slopes carried over; every other policy is visited as it is.
+template <class Config>
+std::string sm90_policy_of(const ForwardParams& p) {
+  std::string name;
+  flashmma::visit_builtin_policy(p, [&](const auto& policy) {
+    return flashmma::visit_sm90_policy<Config>(policy, [&](const auto& sm90_policy) {
+        using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
+      name = flashmma::builtin_policy_type_name<Sm90Policy>();
+      if constexpr (std::is_same<Sm90Policy, flashmma::AlibiBias>::value) {
+        CHECK(sm90_policy.slopes == fake_slopes());
+        CHECK(sm90_policy.batch_stride == 3);
+      } else if constexpr (std::is_same<Sm90Policy, flashmma::AlibiCausal>::value) {
+        CHECK(sm90_policy.first.slopes == fake_slopes());
+        CHECK(sm90_policy.first.batch_stride == 3);
+      }
+      return 0;
+    });
+  });
+  return name;
+}
+
 TEST_CASE("visit_sm90_policy narrows ALiBi without a window or under the causal mask",
           "[dispatch][sm90]") {
-  const auto sm90_policy_of = [](const ForwardParams& p) {
-    std::string name;
-    flashmma::visit_builtin_policy(p, [&](const auto& policy) {
-      return flashmma::visit_sm90_policy(policy, [&](const auto& sm90_policy) {
-        using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
-        name = flashmma::builtin_policy_type_name<Sm90Policy>();
-        if constexpr (std::is_same<Sm90Policy, flashmma::AlibiBias>::value) {
-          CHECK(sm90_policy.slopes == fake_slopes());
-          CHECK(sm90_policy.batch_stride == 3);
-        } else if constexpr (std::is_same<Sm90Policy, flashmma::AlibiCausal>::value) {
-          CHECK(sm90_policy.first.slopes == fake_slopes());
-          CHECK(sm90_policy.first.batch_stride == 3);
-        }
-        return 0;
-      });
-    });
-    return name;
-  };
+  using Hopper128 = flashmma::Sm90DefaultConfig<__half, 128>::type;
+  const auto sm90_policy_of = [](const ForwardParams& p) { return ::sm90_policy_of<Hopper128>(p); };
   ForwardParams alibi = params(1000, 1000);
   alibi.alibi_slopes = fake_slopes();
   alibi.alibi_batch_stride = 3;
@@ -150,6 +154,16 @@ TEST_CASE("visit_sm90_policy narrows ALiBi without a window or under the causal 
   CHECK(sm90_policy_of(plain) == "SlidingWindow");
   plain.softcap = 30.f;
   CHECK(sm90_policy_of(plain) == "Combined<Softcap, SlidingWindow>");
+
+  // The three-warpgroup d = 64 tile (160 registers per consumer) keeps AlibiWindow.
+  using Hopper64 = flashmma::Sm90DefaultConfig<__half, 64>::type;
+  static_assert(Hopper64::kConsumerRegisters < 240, "the d = 64 default changed: revisit");
+  alibi = params(1000, 1000);
+  alibi.alibi_slopes = fake_slopes();
+  alibi.alibi_batch_stride = 3;
+  CHECK(::sm90_policy_of<Hopper64>(alibi) == "Combined<AlibiBias, SlidingWindow>");
+  alibi.mask = MaskKind::kCausal;
+  CHECK(::sm90_policy_of<Hopper64>(alibi) == "Combined<AlibiBias, SlidingWindow>");
 }
 
 // A side is made unbounded only when it hides no key of the problem, so the result is the same.
@@ -247,6 +261,11 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
     CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") &&
                            Contains("Combined<AlibiBias, SlidingWindow>, HeaviestFirstScheduler>"));
     p.window_left = -1;
+    ForwardParams d64 = described_call(64);
+    d64.alibi_slopes = fake_slopes();
+    REQUIRE(flashmma::describe_default_kernel(d64, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && Contains("HeadDim 64,") &&
+                           Contains("Combined<AlibiBias, SlidingWindow>, HeaviestFirstScheduler>"));
     REQUIRE(flashmma::describe_default_kernel(p, h200, false, kernel).ok());
     CHECK_THAT(kernel, StartsWith("sm80::ForwardKernel<") &&
                            Contains("Combined<AlibiBias, SlidingWindow>, HeaviestFirstScheduler>"));
