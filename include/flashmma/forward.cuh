@@ -466,10 +466,11 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types with every built-in policy it runs on (132 portable kernels and 36 Hopper ones,
-// the latter empty outside an sm_90a pass); call forward<Config> to
-// compile just one config (six kernels), or link flashmma::kernels to compile none. It is a
-// template only so that merely including this header instantiates nothing.
+// element types with every built-in policy it runs on (132 portable kernels and 108 Hopper ones,
+// the latter empty outside an sm_90a pass, with their split-KV and dropout twins); call
+// forward<Config> to compile just one config (six kernels, eight on Hopper), or link
+// flashmma::kernels to compile none. It is a template only so that merely including this header
+// instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status forward(const ForwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;
