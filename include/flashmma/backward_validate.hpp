@@ -55,16 +55,10 @@ template <class Config, class Dropout = NoDropout>
 KernelRequirements backward_kernel_requirements() {
   static_assert(IsBackwardTileConfig<Config>::value,
                 "Config must be a flashmma::BackwardTileConfig<...>");
-  KernelRequirements req;
-  req.dtype = Config::kScalarType;
-  req.head_dim = Config::kHeadDim;
-  req.block_m = Config::kBlockM;
-  req.smem_bytes = Config::kSmemBytes;
-  req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  KernelRequirements req = detail::config_requirements<Config, Dropout>();
   // cu_seqlens: taken (validate_backward_params refuses seqused_k and the rest first).
   req.variable_lengths = true;
   req.paged_kv = false;
-  req.dropout = Dropout::kEnabled;
   return req;
 }
 

@@ -34,21 +34,33 @@ struct KernelRequirements {
   bool dropout = false;          // compiled with dropout (runs dropout_p > 0)
 };
 
-// The requirements of one TileConfig or Sm90TileConfig, compiled with dropout or not
-// (attention/dropout.hpp).
-template <class Config, class Dropout = NoDropout>
-KernelRequirements kernel_requirements() {
-  static_assert(IsForwardConfig<Config>::value,
-                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
+namespace detail {
+
+// The fields every config kind fills alike, forward or backward; each kind's requirements add
+// which calls it takes (variable lengths, paged caches).
+template <class Config, class Dropout>
+KernelRequirements config_requirements() {
   KernelRequirements req;
   req.dtype = Config::kScalarType;
   req.head_dim = Config::kHeadDim;
   req.block_m = Config::kBlockM;
   req.smem_bytes = Config::kSmemBytes;
   req.min_compute_capability = Config::arch_tag::kMinComputeCapability;
+  req.dropout = Dropout::kEnabled;
+  return req;
+}
+
+}  // namespace detail
+
+// The requirements of one TileConfig or Sm90TileConfig, compiled with dropout or not
+// (attention/dropout.hpp).
+template <class Config, class Dropout = NoDropout>
+KernelRequirements kernel_requirements() {
+  static_assert(IsForwardConfig<Config>::value,
+                "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
+  KernelRequirements req = detail::config_requirements<Config, Dropout>();
   req.variable_lengths = !IsSm90TileConfig<Config>::value;  // the Hopper kernel: dense only
   req.paged_kv = !IsSm90TileConfig<Config>::value;
-  req.dropout = Dropout::kEnabled;
   return req;
 }
 
