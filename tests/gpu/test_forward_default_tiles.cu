@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // forward<Config> for the causal and compact defaults that differ from the general ones (fp16
 // and bf16), over the case matrix and routed head dims; and forward() itself choosing among a
-// head dim's defaults on this device, the Hopper one included.
+// head dim's defaults on this device, the Hopper one included. forward(params) is the one of
+// flashmma::kernels, which this test links (tests/CMakeLists.txt), so that the file compiles the
+// kernels of its forward<Config, Policy> calls only, not the default dispatch again.
 #include "support/catch.hpp"
 
 #include <string>
@@ -32,16 +34,17 @@ Status forward_as_dispatched(const ForwardParams& params, const flashmma::Device
     if (flashmma::detail::runs_sm90_default<typename Hopper::type>(
             params, device, flashmma::sm90a_code_loaded())) {
       UNSCOPED_INFO("expected: the Hopper default");
-      return flashmma::forward<typename Hopper::type>(params);
+      return flashmma::test::forward_case_policy<typename Hopper::type>(params);
     }
   }
   UNSCOPED_INFO("expected: the portable default");
-  return flashmma::forward<Portable>(params);
+  return flashmma::test::forward_case_policy<Portable>(params);
 }
 
-// Runs forward_default_config<Element, HeadDim> and forward<the config the dispatch picks for
-// this device> (default_tile's portable tile, or the Hopper default) on the same inputs; both are
-// deterministic, so the outputs must be equal bit for bit.
+// Runs forward(params) (forward_default_config<Element, HeadDim> for these head dims) and
+// forward<the config the dispatch picks for this device> (default_tile's portable tile, or the
+// Hopper default) on the same inputs; both are deterministic, so the outputs must be equal bit
+// for bit.
 template <class Element, int HeadDim>
 void check_dispatch(bool causal) {
   using Defaults = flashmma::DefaultConfig<Element, HeadDim>;
@@ -72,8 +75,8 @@ void check_dispatch(bool causal) {
   const std::vector<Element> expected = t.o.to_host();
 
   flashmma::test::poison(t.o);
-  const Status status = flashmma::forward_default_config<Element, HeadDim>(t.params);
-  INFO("forward_default_config returned: " << status.message());
+  const Status status = flashmma::forward(t.params);
+  INFO("forward returned: " << status.message());
   REQUIRE(status.ok());
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
   CHECK(flashmma::test::same_bytes(t.o.to_host(), expected));
@@ -81,7 +84,8 @@ void check_dispatch(bool causal) {
 }
 
 // A decoding call (one query over GQA heads) runs on the split kernel of SplitKernelConfig,
-// packed, as forward<SplitKernelConfig> runs it: the same bits, and the reference's values.
+// packed, as forward<SplitKernelConfig, Policy> runs it: the same bits, and the reference's
+// values.
 template <class Element, int HeadDim>
 void check_decoding_dispatch(bool causal) {
   const AttentionCase c =
@@ -96,11 +100,12 @@ void check_decoding_dispatch(bool causal) {
   INFO(kernel);
   CHECK(kernel.find("SplitScheduler> in 1 split, packed GQA") != std::string::npos);
 
-  REQUIRE(flashmma::forward<flashmma::SplitKernelConfigT<Element, HeadDim>>(t.params).ok());
+  REQUIRE(flashmma::test::forward_case_policy<flashmma::SplitKernelConfigT<Element, HeadDim>>(t.params)
+              .ok());
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<Element> expected = t.o.to_host();
   flashmma::test::poison(t.o);
-  REQUIRE(flashmma::forward_default_config<Element, HeadDim>(t.params).ok());
+  REQUIRE(flashmma::forward(t.params).ok());
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
   CHECK(flashmma::test::same_bytes(t.o.to_host(), expected));
   flashmma::test::require_matches_reference(t);
@@ -108,13 +113,13 @@ void check_decoding_dispatch(bool causal) {
 
 }  // namespace
 
-TEST_CASE("forward_default_config runs decoding calls on the split kernel, packed",
+TEST_CASE("forward(params) runs decoding calls on the split kernel, packed",
           "[gpu][forward][default-tiles][dispatch]") {
   SECTION("d = 128") { check_decoding_dispatch<__half, 128>(false); }
   SECTION("d = 64, causal, bf16") { check_decoding_dispatch<__nv_bfloat16, 64>(true); }
 }
 
-TEST_CASE("forward_default_config runs the tile default_tile names for this device",
+TEST_CASE("forward(params) runs the tile default_tile names for this device",
           "[gpu][forward][default-tiles][dispatch]") {
   SECTION("d = 128, no mask") { check_dispatch<__half, 128>(false); }
   SECTION("d = 128, causal") { check_dispatch<__half, 128>(true); }
