@@ -100,16 +100,17 @@ void check_forward_case(const AttentionCase& c, Launch&& launch) {
   require_matches_reference(t);
 }
 
-// forward<Config> with the one policy a case's mask field names (FullAttention or CausalMask),
-// through forward<Config, Policy>: the kernel forward<Config>(params) runs for that field, and
-// the only one a test of the case needs compiled (forward<Config>(params) compiles every built-in
-// policy's: six kernels per config, eight on Hopper, which made each config's tests several
-// times longer to build). test_forward_variant_params and test_forward_api run the fields' path.
+// forward<Config> with the policy a case's mask field runs as (builtin_policy_for: the causal
+// mask, or no mask where the causal one hides no key, as for one query row), through
+// forward<Config, Policy>: the kernel forward<Config>(params) runs for that field, and the only
+// one a test of the case needs compiled (forward<Config>(params) compiles every built-in policy's:
+// six kernels per config, eight on Hopper, which made each config's tests several times longer
+// to build). test_forward_variant_params and test_forward_api run the fields' path.
 template <class Config>
 Status forward_case_policy(const ForwardParams& params) {
   ForwardParams p = params;
-  if (p.mask == MaskKind::kCausal) {
-    p.mask = MaskKind::kNone;
+  p.mask = MaskKind::kNone;  // the policy carries it
+  if (builtin_policy_for(params) == BuiltinPolicy::kCausalMask) {
     return forward<Config>(p, CausalMask{});
   }
   return forward<Config>(p, FullAttention{});
