@@ -129,6 +129,75 @@ TEST_CASE("sliding windows: ranges and all_visible agree with visible()", "[poli
   }
 }
 
+// A warpgroup's tiles (key_tiles_within): a sub-range of the block's tiles that still holds every
+// key its rows see, empty for rows past the end; at a window's edges it leaves tiles out.
+template <class Policy>
+void check_rows_within(const Policy& policy, const SequenceLengths& lengths, int64_t block_m,
+                       int64_t rows_per_part, int64_t block_n) {
+  for (int64_t q0 = 0; q0 < lengths.seqlen_q; q0 += block_m) {
+    const IndexRange queries{q0, std::min<int64_t>(q0 + block_m, lengths.seqlen_q)};
+    const flashmma::TileRange block = flashmma::key_tiles(policy, lengths, queries, block_n);
+    for (int64_t r0 = q0; r0 < q0 + block_m; r0 += rows_per_part) {
+      const IndexRange rows = IndexRange{r0, r0 + rows_per_part}.intersect(queries);
+      const flashmma::TileRange own =
+          flashmma::key_tiles_within(policy, lengths, rows, block, block_n);
+      INFO("queries [" << queries.begin << ", " << queries.end << "), rows [" << rows.begin
+                       << ", " << rows.end << "): tiles " << own.first << " + " << own.count
+                       << " of " << block.first << " + " << block.count);
+      REQUIRE(own.count >= 0);
+      if (own.count > 0) {
+        REQUIRE(own.first >= block.first);
+        REQUIRE(own.first + own.count <= block.first + block.count);
+      }
+      if (rows.empty()) REQUIRE(own.count == 0);
+      for (int64_t q = rows.begin; q < rows.end; ++q) {
+        for (int64_t k = 0; k < lengths.seqlen_k; ++k) {
+          if (flashmma::policy_visible(policy, flashmma::score_coord(0, 0, q, k), lengths)) {
+            INFO("query " << q << ", key " << k);
+            REQUIRE(IndexRange{own.first, own.first + own.count}.contains(k / block_n));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a warpgroup's key tiles hold its rows' keys and leave a window's edges out",
+          "[policy]") {
+  for (const SequenceLengths len : {SequenceLengths{1000, 1000}, SequenceLengths{300, 1000},
+                                    SequenceLengths{1000, 300}, SequenceLengths{130, 130}}) {
+    INFO("seqlen_q " << len.seqlen_q << ", seqlen_k " << len.seqlen_k);
+    check_rows_within(FullAttention{}, len, 192, 64, 128);
+    check_rows_within(CausalMask{}, len, 192, 64, 128);
+    check_rows_within(CausalMask{}, len, 128, 64, 80);
+    check_rows_within(SlidingWindow{{}, 256, 0}, len, 192, 64, 128);
+    check_rows_within(SlidingWindow{{}, 100, 37}, len, 128, 64, 112);
+    check_rows_within(Combined<AlibiBias, SlidingWindow>{{}, AlibiBias{}, SlidingWindow{{}, 5, 5}},
+                      len, 192, 64, 128);
+  }
+  // The window (4096, 0) at N = 16384 on the d = 64 Hopper tile (192 queries, 128 keys): the
+  // block at query 192 * 30 = 5760 spans keys [1664, 5952), tiles 13..46; its first warpgroup
+  // (queries 5760..5823, keys [1664, 5824)) needs 13..45, its last (5888..5951, keys
+  // [1792, 5952)) 14..46.
+  const SequenceLengths n16k{16384, 16384};
+  const SlidingWindow window{{}, 4096, 0};
+  const flashmma::TileRange block =
+      flashmma::key_tiles(window, n16k, IndexRange{5760, 5952}, 128);
+  REQUIRE(block.first == 13);
+  REQUIRE(block.count == 34);
+  const flashmma::TileRange first =
+      flashmma::key_tiles_within(window, n16k, IndexRange{5760, 5824}, block, 128);
+  const flashmma::TileRange last =
+      flashmma::key_tiles_within(window, n16k, IndexRange{5888, 5952}, block, 128);
+  REQUIRE(first.first == 13);
+  REQUIRE(first.count == 33);
+  REQUIRE(last.first == 14);
+  REQUIRE(last.count == 33);
+  // No rows: no tiles.
+  REQUIRE(flashmma::key_tiles_within(window, n16k, IndexRange{16384, 16384}, block, 128).count ==
+          0);
+}
+
 TEST_CASE("causal is the window (-1, 0), aligned bottom-right", "[policy]") {
   const SlidingWindow causal = SlidingWindow::causal();
   // seqlen_q = 3, seqlen_k = 5: query 0 sees keys 0..2, query 2 sees all five.

@@ -29,6 +29,25 @@ FLASHMMA_HOST_DEVICE TileRange key_tiles(const Policy& policy, const SequenceLen
   return {tiles.begin, static_cast<int>(tiles.size())};
 }
 
+// The tiles of `block` (the key tiles of a query tile) that `rows`, some of that tile's queries,
+// need: a warpgroup that owns part of a tile's rows visits only these, so the tiles of a window's
+// left edge or of the causal diagonal that none of its rows sees are passed over. No rows (past
+// the end of the queries): no tiles. Intersected with `block`, which holds every key the tile's
+// queries see, so that a policy whose ranges are not monotone in the queries stays correct.
+template <class Policy>
+FLASHMMA_HOST_DEVICE TileRange key_tiles_within(const Policy& policy,
+                                                const SequenceLengths& lengths,
+                                                const IndexRange& rows, const TileRange& block,
+                                                int64_t block_n) {
+  if (rows.empty()) return {block.first, 0};
+  const TileRange own = key_tiles(policy, lengths, rows, block_n);
+  const int64_t first = own.first > block.first ? own.first : block.first;
+  const int64_t own_end = own.first + own.count;
+  const int64_t block_end = block.first + block.count;
+  const int64_t end = own_end < block_end ? own_end : block_end;
+  return {first, end > first ? static_cast<int>(end - first) : 0};
+}
+
 // The query tiles of `block_m` queries that hold every query that sees some key of `keys`.
 template <class Policy>
 FLASHMMA_HOST_DEVICE TileRange query_tiles(const Policy& policy, const SequenceLengths& lengths,

@@ -35,7 +35,8 @@ struct ScoreSoftmax {
   ScoreCoord origin;        // batch, head, and the query of the warp's first row (key unused)
   Rows rows;                // how the head and query step from row to row
   SequenceLengths lengths;
-  IndexRange queries;       // the block's queries that exist
+  IndexRange queries;       // the queries that exist of the rows that share the mask decision: a
+                            // block's (sm80), a warpgroup's (sm90)
   float softmax_scale;
   // What the exponentials multiply raw scores by: softmax_scale * log2(e), or log2(e) alone
   // when the policy transforms scores (they are scaled before the transform).

@@ -12,7 +12,8 @@
 //       wait v_empty[slot]; V_j -> smem (TMA, v_full[slot])
 //   consumer warpgroup c (registers raised to ConsumerRegisters), query rows [64 c, 64 c + 64):
 //     wait q_full
-//     for each K/V tile j:
+//     for each K/V tile j its own rows see (key_tiles_within; without ping-pong, the others are
+//     waited for and released at once: a window's edge and the causal diagonal):
 //       wait k_full; S = Q_c K_j^T (wgmma SS); release K_j (k_empty)
 //       transform and mask S as the policy says, online softmax (attention/score_softmax.cuh)
 //       P to 16-bit registers (the RS operand: no data movement, wgmma_layout.hpp)
@@ -159,7 +160,10 @@ struct ForwardKernel {
     const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
     const TileRange key_tiles = flashmma::key_tiles(params.policy, seq.lengths, queries, kBlockN);
 
-    const int warpgroup = static_cast<int>(threadIdx.x) / Config::kWarpgroupThreads;
+    // Broadcast from lane 0, so that ptxas knows it is the same in every lane: what follows from
+    // it (a warpgroup's rows and key tiles, its mask decisions) stays in uniform registers.
+    const int warpgroup =
+        __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / Config::kWarpgroupThreads, 0);
     if (warpgroup == 0) {
       ptx::sm90::setmaxnreg_dec<Config::kProducerRegisters>();
       if (threadIdx.x / 32 == 0 && ptx::sm90::elect_one_sync()) {
@@ -283,7 +287,9 @@ struct ForwardKernel {
   // and the key range.
   struct Consumer {
     const Smem& smem;
-    const TileRange& key_tiles;
+    const TileRange& key_tiles;  // the block's: the producer's order, slots and rounds
+    int begin;                   // [begin, end): the visits of key_tiles this warpgroup computes
+    int end;
     ScoreSoftmaxType score_softmax;
     uint32_t q_address;  // this warpgroup's rows of Q: 64 rows into every sub-tile
     int thread;          // within the warpgroup
@@ -310,6 +316,17 @@ struct ForwardKernel {
     }
     FLASHMMA_DEVICE void wait_v(int j) const {
       ptx::sm90::mbarrier_wait_parity(smem.v_full(slot_of(j)), parity_of(j));
+    }
+    // Visits [first, last) that this warpgroup's rows do not need: each slot is released once
+    // loaded. The wait keeps the arrival in its round: an arrival before the slot's previous
+    // round has completed would count towards that round.
+    FLASHMMA_DEVICE void pass(int first, int last) const {
+      for (int j = first; j < last; ++j) {
+        wait_k(j);
+        release_k(j);
+        wait_v(j);
+        release_v(j);
+      }
     }
 
     // With ping-pong, every issue of products is one turn: wait for ours, then hand the tensor
@@ -364,7 +381,7 @@ struct ForwardKernel {
 
     // kSequential: each tile's two products and its softmax one after the other.
     FLASHMMA_DEVICE void run_sequential() {
-      for (int j = 0; j < key_tiles.count; ++j) {
+      for (int j = begin; j < end; ++j) {
         Scores s;
         scores(s, j);
         score_softmax(s, output, row_stats, first_key(j));
@@ -377,13 +394,13 @@ struct ForwardKernel {
     // kOverlapSoftmax: S_j = Q K_j^T and O += P_(j-1) V_(j-1) go to the tensor cores together;
     // S_j's softmax runs while the second computes, and O is rescaled for S_j once it is done.
     FLASHMMA_DEVICE void run_overlapped() {
-      if (key_tiles.count == 0) return;
+      if (begin >= end) return;
       Scores s;
       Probabilities p;
-      scores(s, 0);
-      score_softmax(s, output, row_stats, first_key(0));
+      scores(s, begin);
+      score_softmax(s, output, row_stats, first_key(begin));
       pack_probabilities(s, p);
-      for (int j = 1; j < key_tiles.count; ++j) {
+      for (int j = begin + 1; j < end; ++j) {
         // Both waits come first: between the fence and the wgmmas, a wait loop would make
         // ptxas add a fence of its own (C7519). The producer loads V_(j-1) before K_j anyway.
         wait_v(j - 1);
@@ -407,7 +424,7 @@ struct ForwardKernel {
         OnlineSoftmax::rescale_output(output[0], correction[0], max_changed[0]);
         pack_probabilities(s, p);
       }
-      accumulate(p, key_tiles.count - 1);
+      accumulate(p, end - 1);
     }
   };
 
@@ -419,12 +436,21 @@ struct ForwardKernel {
     const int warp = thread / 32;
     const int first_row = consumer * Config::kRowsPerWarpgroup;  // within the block's Q tile
 
-    Consumer c{smem, key_tiles};
+    // This warpgroup's queries, and the key tiles they see. With ping-pong both warpgroups take
+    // one turn per product, so they keep the block's range (same count of turns).
+    const IndexRange rows =
+        IndexRange{queries.begin + first_row, queries.begin + first_row + Config::kRowsPerWarpgroup}
+            .intersect(queries);
+    const TileRange own = Config::kPingPong ? key_tiles
+                                            : key_tiles_within(params.policy, seq.lengths, rows,
+                                                               key_tiles, kBlockN);
+    const int begin = static_cast<int>(own.first - key_tiles.first);
+    Consumer c{smem, key_tiles, begin, begin + own.count};
     c.score_softmax.policy = params.policy;
     c.score_softmax.origin =
         seq.coord(queries.begin + first_row + warp * ptx::sm90::kWgmmaRowsPerWarp, 0);
     c.score_softmax.lengths = seq.lengths;
-    c.score_softmax.queries = queries;
+    c.score_softmax.queries = rows;
     c.score_softmax.set_scales(params.args.softmax_scale, params.args.softmax_scale_log2);
     c.score_softmax.lane = thread % 32;
     if constexpr (Dropout::kEnabled) {
@@ -445,11 +471,13 @@ struct ForwardKernel {
     c.consumer = consumer;
     ptx::sm90::mbarrier_wait_parity(smem.q_full(), 0);
     c.grant_first_turn();
+    c.pass(0, c.begin);
     if constexpr (Config::kOverlapSoftmax) {
       c.run_overlapped();
     } else {
       c.run_sequential();
     }
+    c.pass(c.end, key_tiles.count);
 
     float lse[1][kRowsPerThread];
     c.row_stats[0].finalize(c.output[0], c.score_softmax.lse_scale(), lse[0],
