@@ -60,6 +60,13 @@ using ForwardKernelFor =
                        sm80::ForwardKernel<Config, Policy, SchedulerFor<Policy>, NoKVPages,
                                            Dropout>>;
 
+// The Hopper kernel the default dispatch runs for packed or ragged sequences
+// (launch_plan.hpp's variable_length_prefill): forward<Config> runs dense batches only.
+template <class Config, class Policy>
+using Sm90VariableLengthKernelFor =
+    sm90::ForwardKernel<Config, Policy, SchedulerFor<Policy>, NoDropout,
+                        /*kVariableLengths=*/true>;
+
 namespace detail {
 
 // The kernel-side view of params: typed pointers, folded constants.
@@ -126,11 +133,14 @@ inline Status check_training_call(const ForwardParams& p, const char* entry) {
 }
 
 // Config's own kernel (one block per work tile, every key) on a validated call that its split
-// kernel does not take.
-template <class Config, class Policy, class Dropout = NoDropout>
+// kernel does not take; kVariableLengths (Hopper configs): its kernel for variable lengths.
+template <class Config, class Policy, class Dropout = NoDropout, bool kVariableLengths = false>
 Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
                            const DeviceInfo& device, cudaStream_t stream) {
-  using Kernel = ForwardKernelFor<Config, Policy, Dropout>;
+  static_assert(!kVariableLengths || (IsSm90TileConfig<Config>::value && !Dropout::kEnabled),
+                "variable lengths have a kernel of their own on Hopper configs, without dropout");
+  using Kernel = std::conditional_t<kVariableLengths, Sm90VariableLengthKernelFor<Config, Policy>,
+                                    ForwardKernelFor<Config, Policy, Dropout>>;
   using Scheduler = SchedulerFor<Policy>;
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
   const SchedulerInputs in = scheduler_inputs<Config>(params, device);
@@ -317,14 +327,6 @@ template <class Config, class Policy>
   return detail::launch_forward<Config>(params, policy, device, stream);
 }
 
-// Runs the default of one kernel head dim with the built-in policy params ask for, on one of
-// three kernels (launch_plan.hpp's default_route): the split kernel of SplitKernelConfig for
-// variable lengths, paged caches, appends, decoding-sized calls and calls it splits; else the
-// Hopper default (traits/sm90_default_configs.hpp) where runs_sm90_default says so; else the
-// portable one (traits/default_configs.hpp): the general config when the policy masks nothing,
-// the causal one when it does, the compact one on a GPU whose per-block shared memory cannot
-// hold those. A translation unit that calls it compiles one kernel per BuiltinPolicy and config
-// it may run (and a split kernel for paged caches).
 // Attention with dropout (params.dropout_p, attention/philox.hpp's mask) on Config's kernels
 // compiled with it, one per policy: a TileConfig's split kernel, which takes dense and packed
 // sequences (no KV cache), or the sm_90a kernel of an Sm90TileConfig (dense batches).
@@ -362,6 +364,16 @@ template <class Config, class Policy>
   return detail::launch_dropout_forward<Config>(params, policy, device, stream);
 }
 
+// Runs the default of one kernel head dim with the built-in policy params ask for, on one of
+// three kernels (launch_plan.hpp's default_route): the split kernel of SplitKernelConfig for
+// paged caches, appends, decoding-sized calls, calls it splits and variable lengths that the
+// Hopper default does not take (variable_length_prefill: prefill-sized packed or ragged
+// sequences run there on a compute capability 9.0 GPU); else the Hopper default
+// (traits/sm90_default_configs.hpp) where runs_sm90_default says so; else the portable one
+// (traits/default_configs.hpp): the general config when the policy masks nothing, the causal one
+// when it does, the compact one on a GPU whose per-block shared memory cannot hold those. A
+// translation unit that calls it compiles one kernel per BuiltinPolicy and config it may run
+// (and a split kernel for paged caches).
 template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
@@ -420,6 +432,19 @@ template <class Element, int HeadDim>
       return detail::launch_split_kernel<Split>(params, policy, device, plan, stream);
     }
     if constexpr (Hopper::kAvailable) {
+      if (route == detail::DefaultRoute::kHopper && detail::has_variable_lengths(params)) {
+        // variable_length_prefill: the causal mask or none, on kernels of their own.
+        if constexpr (std::is_same_v<Policy, FullAttention> ||
+                      std::is_same_v<Policy, CausalMask>) {
+          return detail::launch_dense_kernel<typename Hopper::type, Policy, NoDropout,
+                                             /*kVariableLengths=*/true>(params, policy, device,
+                                                                        stream);
+        } else {  // never: the route is not taken for other policies; never the dense kernel
+          return Status::error(ErrorCode::kInvalidArgument,
+                               "flashmma: variable lengths with this policy have no Hopper "
+                               "kernel (launch_plan.hpp's variable_length_prefill)");
+        }
+      }
       if (route == detail::DefaultRoute::kHopper) {
         return visit_sm90_policy<typename Hopper::type>(policy, [&](const auto& sm90_policy) {
           return detail::launch_dense_kernel<typename Hopper::type>(params, sm90_policy, device,
@@ -466,8 +491,9 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types with every built-in policy it runs on (132 portable kernels and 108 Hopper ones,
-// the latter empty outside an sm_90a pass, with their split-KV and dropout twins); call
+// element types with every built-in policy it runs on (132 portable kernels and 136 Hopper ones,
+// the latter empty outside an sm_90a pass, with their split-KV and dropout twins; 28 of the
+// Hopper ones run packed prefill, launch_plan.hpp's variable_length_prefill); call
 // forward<Config> to compile just one config (six kernels, eight on Hopper), or link
 // flashmma::kernels to compile none. It is a template only so that merely including this header
 // instantiates nothing.

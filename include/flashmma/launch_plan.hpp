@@ -146,6 +146,19 @@ Status plan_split_kernel(const ForwardParams& p, const DeviceInfo& device, bool 
   }
 }
 
+inline bool has_variable_lengths(const ForwardParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr;
+}
+
+// The requirements of the Hopper default's kernels for variable lengths (variable_length_prefill
+// below): the dense kernel's, with cu_seqlens and seqused_k.
+template <class Hopper>
+KernelRequirements sm90_variable_length_requirements() {
+  KernelRequirements req = kernel_requirements<Hopper>();
+  req.variable_lengths = true;
+  return req;
+}
+
 // Whether forward(params) runs the Hopper default `Hopper` for a call that the split kernel does
 // not take (plan_split_kernel): on a compute capability 9.0 GPU whose loaded code holds sm_90a
 // (`sm90a_code`; forward.cuh asks the kernel's module), when TMA can describe every tensor
@@ -154,9 +167,27 @@ Status plan_split_kernel(const ForwardParams& p, const DeviceInfo& device, bool 
 template <class Hopper, class Dropout = NoDropout>
 bool runs_sm90_default(const ForwardParams& p, const DeviceInfo& device, bool sm90a_code) {
   if (!sm90a_code || device.compute_capability != 90) return false;
-  return validate_for_kernel(p, kernel_requirements<Hopper, Dropout>()).ok() &&
+  const KernelRequirements kernel = has_variable_lengths(p)
+                                        ? sm90_variable_length_requirements<Hopper>()
+                                        : kernel_requirements<Hopper, Dropout>();
+  return validate_for_kernel(p, kernel).ok() &&
          validate_for_device(device, kernel_requirements<Hopper>()).ok() &&
          sm90::check_tma_layout(p).ok();
+}
+
+// A call of variable lengths (cu_seqlens_q, cu_seqlens_k, seqused_k) that the Hopper default
+// takes from the split kernel, on kernels of its own (sm90::ForwardKernel<..., kVariableLengths>):
+// prefill-sized (more rows than the split kernel's one tile), unsplit, without dropout or a
+// cache's pages, batch index or append, and with no window, softcap or ALiBi but the causal mask
+// (two kernels per Hopper default and element type; the others run on the split kernel).
+// Decoding-sized calls stay on the split kernel, whose split-KV and packed GQA serve them.
+template <class SplitConfig>
+bool variable_length_prefill(const ForwardParams& p, const SplitPlan& plan) {
+  const BuiltinPolicy policy = builtin_policy_for(p);
+  return has_variable_lengths(p) && plan.splits == 1 && !packs_gqa(p) && !uses_dropout(p) &&
+         split_kernel_rows(p) > SplitConfig::kBlockM && p.block_table == nullptr &&
+         p.kv_batch_index == nullptr && p.k_new == nullptr &&
+         (policy == BuiltinPolicy::kFullAttention || policy == BuiltinPolicy::kCausalMask);
 }
 
 // The three kernels forward(params) chooses among for one (element type, head dim), in order.
@@ -190,6 +221,14 @@ Status default_route(const ForwardParams& p, const DeviceInfo& device, Sm90aCode
   }
   if (plan.on_split_kernel) {
     route = DefaultRoute::kSplitKernel;
+    if constexpr (Sm90DefaultConfig<Element, HeadDim>::kAvailable) {
+      if (variable_length_prefill<SplitKernelConfigT<Element, HeadDim>>(p, plan) &&
+          device.compute_capability == 90 &&
+          runs_sm90_default<typename Sm90DefaultConfig<Element, HeadDim>::type>(p, device,
+                                                                                sm90a_code())) {
+        route = DefaultRoute::kHopper;
+      }
+    }
   } else if constexpr (Sm90DefaultConfig<Element, HeadDim>::kAvailable) {
     if (device.compute_capability == 90 &&
         runs_sm90_default<typename Sm90DefaultConfig<Element, HeadDim>::type>(p, device,
@@ -321,6 +360,8 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   "kv_append_kernel, then sm80::ForwardKernel<...> in 1 split" (a KV append)
 //   "sm90::ForwardKernel<Sm90TileConfig<...>, FullAttention, PlainScheduler, PhiloxDropout>"
 //   (dropout: the kernels compiled with it)
+//   "sm90::ForwardKernel<Sm90TileConfig<...>, CausalMask, HeaviestFirstScheduler,
+//    VariableLengths>" (packed or ragged prefill on a compute capability 9.0 GPU)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -350,6 +391,11 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
               if (uses_dropout(params)) {  // kernels compiled with dropout keep the policy
                 return detail::forward_kernel_name<Hopper>(
                     policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
+              }
+              if (detail::has_variable_lengths(params)) {  // variable_length_prefill's kernels
+                return detail::forward_kernel_name<Hopper>(
+                    policy_name,
+                    (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths").c_str());
               }
               return visit_sm90_policy<Hopper>(policy, [&](const auto& sm90_policy) {
                 using Sm90Policy = std::decay_t<decltype(sm90_policy)>;

@@ -129,6 +129,10 @@ struct ForwardParams : ProblemShape {
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   int64_t total_q = 0;  // rows of packed Q and O; only with cu_seqlens_q
+  // Rows of packed K and V; only with cu_seqlens_k. Optional: 0 leaves it unknown, and such a
+  // call runs on the portable kernel. The sm_90a kernel reads K and V through TMA, whose tensor
+  // maps need the rows (forward(params) runs packed keys there only when it is given).
+  int64_t total_k = 0;
   // Optional int32 device [batch]: how many keys each sequence uses, from its first (a KV
   // cache's filled length), at most its length. nullptr: all of them. Read by the kernels.
   const int32_t* seqused_k = nullptr;

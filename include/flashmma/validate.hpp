@@ -59,7 +59,9 @@ KernelRequirements kernel_requirements() {
   static_assert(IsForwardConfig<Config>::value,
                 "Config must be a flashmma::TileConfig<...> or flashmma::Sm90TileConfig<...>");
   KernelRequirements req = detail::config_requirements<Config, Dropout>();
-  req.variable_lengths = !IsSm90TileConfig<Config>::value;  // the Hopper kernel: dense only
+  // The Hopper kernel: dense batches (the default dispatch has Hopper kernels of its own for
+  // packed sequences: launch_plan.hpp's variable_length_prefill).
+  req.variable_lengths = !IsSm90TileConfig<Config>::value;
   req.paged_kv = !IsSm90TileConfig<Config>::value;
   return req;
 }
@@ -203,7 +205,7 @@ inline Status check_variant(const ForwardParams& p) {
   return Status::success();
 }
 
-// Variable-length batches (cu_seqlens_q, cu_seqlens_k, total_q, seqused_k). The arrays' contents
+// Variable-length batches (cu_seqlens_q, cu_seqlens_k, total_q, total_k, seqused_k). The arrays' contents
 // live on the device and may change between replays of a captured graph, so they are not read
 // here; the kernels stop on lengths the call does not allow for (sequence_info.hpp).
 inline Status check_variable_lengths(const ForwardParams& p) {
@@ -232,6 +234,17 @@ inline Status check_variable_lengths(const ForwardParams& p) {
          << "int32), with cu_seqlens_q; got " << p.total_q;
       return invalid(os.str());
     }
+  }
+  if (p.cu_seqlens_k == nullptr) {
+    if (p.total_k != 0) {
+      return invalid("total_k is set but cu_seqlens_k is null: total_k counts the rows of "
+                     "packed keys; leave it 0 for dense ones");
+    }
+  } else if (p.total_k < 0 || p.total_k > std::numeric_limits<int32_t>::max()) {
+    std::ostringstream os;
+    os << "total_k must be the rows of packed K and V, between 1 and 2^31 - 1 (cu_seqlens_k is "
+       << "int32), or 0 when not known; got " << p.total_k;
+    return invalid(os.str());
   }
   const struct {
     const char* name;

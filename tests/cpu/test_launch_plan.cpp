@@ -183,3 +183,78 @@ TEST_CASE("default_route: the split kernel for decoding, the Hopper or portable 
               .ok());
   CHECK(route == DefaultRoute::kPortable);
 }
+
+TEST_CASE("default_route: packed prefill runs on the Hopper kernels for variable lengths",
+          "[launch_plan][varlen]") {
+  const DeviceInfo device = h200();
+  using flashmma::detail::DefaultRoute;
+  const auto route_of = [&](const ForwardParams& p, bool sm90a_code) {
+    DefaultRoute route = DefaultRoute::kPortable;
+    flashmma::detail::SplitPlan plan;
+    REQUIRE(flashmma::detail::default_route<__nv_bfloat16, 128>(
+                p, device, [&] { return sm90a_code; }, false, route, plan)
+                .ok());
+    return route;
+  };
+  // 4 sequences of at most 3000 tokens, 8000 in all; keys packed the same way.
+  ForwardParams p;
+  static_cast<flashmma::ProblemShape&>(p) = flashmma::make_problem_shape(4, 3000, 3000, 32, 8, 128);
+  p.dtype = flashmma::ScalarType::kBFloat16;
+  alignas(16) static int32_t cu_seqlens[2][5];
+  p.cu_seqlens_q = cu_seqlens[0];
+  p.cu_seqlens_k = cu_seqlens[1];
+  p.total_q = 8000;
+  p.total_k = 8000;
+  p.q = p.k = p.v = reinterpret_cast<const void*>(uintptr_t{0x100000});
+  p.o = reinterpret_cast<void*>(uintptr_t{0x200000});
+  p.q_strides = p.o_strides = {0, 128, 32 * 128};
+  p.k_strides = p.v_strides = {0, 128, 8 * 128};
+  REQUIRE(flashmma::validate_params(p).ok());
+  CHECK(route_of(p, true) == DefaultRoute::kHopper);
+  std::string kernel;
+  REQUIRE(flashmma::describe_default_kernel(p, device, true, kernel).ok());
+  CHECK(kernel ==
+        "sm90::ForwardKernel<" + flashmma::describe_config<flashmma::Sm90DefaultConfig<
+                                     __nv_bfloat16, 128>::type>() +
+            ", FullAttention, PlainScheduler, VariableLengths>");
+  ForwardParams causal = p;
+  causal.mask = flashmma::MaskKind::kCausal;
+  CHECK(route_of(causal, true) == DefaultRoute::kHopper);
+  REQUIRE(flashmma::describe_default_kernel(causal, device, true, kernel).ok());
+  CHECK(kernel.find(", CausalMask, HeaviestFirstScheduler, VariableLengths>") != std::string::npos);
+  // Ragged keys of a dense cache (seqused_k alone) too.
+  ForwardParams used = p;
+  used.cu_seqlens_q = used.cu_seqlens_k = nullptr;
+  used.total_q = used.total_k = 0;
+  used.seqused_k = cu_seqlens[1];
+  used.q_strides = used.o_strides = flashmma::bshd_strides(3000, 32, 128);
+  used.k_strides = used.v_strides = flashmma::bshd_strides(3000, 8, 128);
+  REQUIRE(flashmma::validate_params(used).ok());
+  CHECK(route_of(used, true) == DefaultRoute::kHopper);
+
+  // The split kernel keeps the rest: no sm_90a code, unknown total_k, a window, softcap or ALiBi,
+  // dropout, decoding-sized calls, and explicit splits.
+  CHECK(route_of(p, false) == DefaultRoute::kSplitKernel);
+  ForwardParams unknown_total = p;
+  unknown_total.total_k = 0;
+  REQUIRE(flashmma::validate_params(unknown_total).ok());
+  CHECK(route_of(unknown_total, true) == DefaultRoute::kSplitKernel);
+  CHECK_THAT(flashmma::sm90::check_tma_layout(unknown_total).message(),
+             Catch::Contains("need total_k, the rows of packed K and V"));
+  ForwardParams window = p;
+  window.window_left = 256;
+  CHECK(route_of(window, true) == DefaultRoute::kSplitKernel);
+  ForwardParams softcap = p;
+  softcap.softcap = 30.f;
+  CHECK(route_of(softcap, true) == DefaultRoute::kSplitKernel);
+  ForwardParams dropout = p;
+  dropout.dropout_p = 0.1f;
+  CHECK(route_of(dropout, true) == DefaultRoute::kSplitKernel);
+  ForwardParams decoding = p;
+  decoding.seqlen_q = 1;
+  decoding.total_q = 4;
+  CHECK(route_of(decoding, true) == DefaultRoute::kSplitKernel);
+  ForwardParams split = p;
+  split.num_splits = 4;
+  CHECK(route_of(split, true) == DefaultRoute::kSplitKernel);
+}

@@ -563,6 +563,22 @@ TEST_CASE("Variable-length batches are described completely", "[validate][varlen
     CHECK_THAT(flashmma::validate_params(p).message(),
                Contains("total_q is set but cu_seqlens_q is null"));
   }
+  SECTION("total_k: optional, the rows of packed K and V") {
+    p.total_k = 300;
+    CHECK(flashmma::validate_params(p).ok());
+    p.total_k = -1;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("total_k must be the rows of packed K and V, between 1 and 2^31 - 1 "
+                        "(cu_seqlens_k is int32), or 0 when not known; got -1"));
+    p.total_k = int64_t{1} << 31;
+    CHECK_THAT(flashmma::validate_params(p).message(), Contains("got 2147483648"));
+    p.total_k = 300;
+    p.cu_seqlens_k = nullptr;
+    p.k_strides = flashmma::bshd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+    p.v_strides = p.k_strides;
+    CHECK_THAT(flashmma::validate_params(p).message(),
+               Contains("total_k is set but cu_seqlens_k is null"));
+  }
   SECTION("packed tensors have no batch stride") {
     for (const char tensor : {'q', 'k', 'v', 'o'}) {
       ForwardParams broken = p;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Variable-length batches (params.cu_seqlens_q, cu_seqlens_k, total_q, seqused_k): packed
+// Variable-length batches (params.cu_seqlens_q, cu_seqlens_k, total_q, total_k, seqused_k): packed
 // sequences of lengths 0, 1, odd and long in one call, packed queries over a dense KV cache
 // filled to different lengths, every built-in policy per sequence, GQA, split-KV, and the
-// refusals. Each sequence is checked against the host reference of its own lengths. Where
+// refusals, and on a compute capability 9.0 GPU the Hopper kernels that forward(params) runs
+// prefill-sized packed sequences on. Each sequence is checked against the host reference of its
+// own lengths. Where
 // flashmma::kernels is built this file links it and compiles only its forward<Config> kernels.
 #include "support/catch.hpp"
 
@@ -99,6 +101,7 @@ VarlenTensors<Element> make_varlen_tensors(const VarlenShape& s, int64_t head_di
     p.seqlen_k = std::max<int64_t>(1, *std::max_element(s.seqlens_k.begin(), s.seqlens_k.end()));
     p.k_strides = {0, d, s.heads_kv * d};
     kv_rows = t.cu_k.back();
+    p.total_k = kv_rows;
     if (s.seqused_k) {
       for (const int32_t n : s.seqlens_k) t.used_k.push_back(n * 3 / 4);
     }
@@ -247,6 +250,60 @@ TEST_CASE("forward(params) runs packed batches of variable lengths", "[gpu][forw
 TEST_CASE("forward<Config>(params) runs variable lengths", "[gpu][forward][varlen]") {
   check_shapes<__nv_bfloat16>(64,
                               [](const ForwardParams& p) { return flashmma::forward<OwnConfig>(p); });
+}
+
+// On a compute capability 9.0 GPU running sm_90a code, prefill-sized packed sequences without a
+// window, softcap or ALiBi run on the Hopper kernels for variable lengths (launch_plan.hpp's
+// variable_length_prefill): lengths that end inside a warpgroup's 64 rows (their O rows are
+// stored up to the sequence's end, not by TMA), sequences without queries or keys, GQA, and
+// tiles of 128 and 192 rows. Without total_k the split kernel takes the same call.
+TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
+          "[gpu][forward][varlen][sm90]") {
+  flashmma::DeviceInfo device;
+  REQUIRE(flashmma::query_device(device).ok());
+  if (device.compute_capability != 90 || !flashmma::sm90a_code_loaded()) {
+    SUCCEED("not a compute capability 9.0 GPU running sm_90a code: the split kernel runs");
+    return;
+  }
+  const VarlenShape long_shape{"packed prefill: 1000, 3, 517, 2049, 64 tokens over other lengths",
+                               {1000, 3, 517, 2049, 64},
+                               {1000, 700, 517, 2049, 1},
+                               8,
+                               2};
+  const Slopes slopes;
+  const auto run = [&](auto element_tag, int64_t head_dim) {
+    using Element = decltype(element_tag);
+    for (const VarlenShape& shape : {shapes()[0], shapes()[1], long_shape}) {
+      for (const Variant& v : {varlen_variants()[0], varlen_variants()[1]}) {
+        INFO("shape: " << shape.what << "; head_dim " << head_dim << "; variant: " << v.what);
+        VarlenTensors<Element> t = make_varlen_tensors<Element>(shape, head_dim);
+        apply(v, slopes, t.params);
+        std::string kernel;
+        REQUIRE(flashmma::describe_default_kernel(t.params, device, true, kernel).ok());
+        INFO(kernel);
+        CHECK(kernel.rfind("sm90::ForwardKernel<", 0) == 0);
+        CHECK(kernel.find(", VariableLengths>") != std::string::npos);
+        const flashmma::Status status = flashmma::forward(t.params);
+        INFO("forward returned: " << status.message());
+        REQUIRE(status.ok());
+        FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+        check_varlen_outputs(t, reference_policy(v, slopes, t.params));
+
+        // Without total_k TMA cannot map packed K: the split kernel, the same results.
+        t.params.total_k = 0;
+        REQUIRE(flashmma::describe_default_kernel(t.params, device, true, kernel).ok());
+        CHECK(kernel.rfind("sm80::ForwardKernel<", 0) == 0);
+        flashmma::test::poison(t.o);
+        flashmma::test::poison(t.lse);
+        REQUIRE(flashmma::forward(t.params).ok());
+        FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+        check_varlen_outputs(t, reference_policy(v, slopes, t.params));
+      }
+    }
+  };
+  SECTION("fp16, head dim 64 (192-row tiles)") { run(__half{}, 64); }
+  SECTION("bf16, head dim 128") { run(__nv_bfloat16{}, 128); }
+  SECTION("bf16, head dim 200 (runs on 224)") { run(__nv_bfloat16{}, 200); }
 }
 
 TEST_CASE("variable lengths split the keys like dense calls", "[gpu][forward][varlen][split_kv]") {

@@ -218,6 +218,7 @@ std::tuple<at::Tensor, at::Tensor> varlen_forward(
   params.seqlen_q = max_seqlen_q;
   params.seqlen_k = max_seqlen_k;
   params.total_q = total_q;
+  params.total_k = k.size(0);  // lets the sm_90a kernel map packed K and V (TMA)
   params.heads_q = heads_q;
   params.heads_kv = heads_kv;
   params.head_dim = padded_dim;

@@ -20,7 +20,16 @@
 //       wait v_full; O += P V_j (wgmma RS); release V_j (v_empty)
 //     (Sm90Schedule::kOverlapSoftmax issues S_j and P_(j-1) V_(j-1) together and runs the
 //     softmax of S_j while the second computes: Consumer::run_overlapped.)
-//     O /= l, LSE; O through its own rows of the Q tile (swizzled) and a TMA store
+//     O /= l, LSE; O through its own rows of the Q tile (swizzled) and a TMA store (or, for the
+//     rows of a packed sequence's last tile, stores that stop at its end)
+//
+// kVariableLengths: packed and ragged sequences (cu_seqlens_q, cu_seqlens_k, seqused_k).
+// SequenceInfo reads a block's lengths and first rows once, the tensor maps see a packed tensor
+// as one batch entry of all its rows (sm90/tensor_maps.hpp), and a block past its sequence's
+// queries exits. A kernel of its own: lengths read from memory stay in registers through the
+// main loop where the dense kernel reloads them from its parameters, and that made the dense
+// window and softcap kernels spill 50-120 bytes. A box that runs into the next sequence's rows loads them: its keys are past the
+// sequence's end, hence masked, and its query rows are computed and not stored.
 //
 // A slot's barriers: *_full completes when the producer's expected bytes have landed (one
 // arrival, the producer's, plus the transaction count); *_empty when every consumer warpgroup
@@ -64,16 +73,37 @@ struct ForwardTensorMaps {
 
 // Dropout: NoDropout, or PhiloxDropout (attention/dropout.hpp): ScoreSoftmax drops the
 // probabilities of each warp's 16 rows as on sm80 (the same fragments, the same mask).
-template <class Config, class Policy, class Scheduler, class Dropout = NoDropout>
+template <class Config, class Policy, class Scheduler, class Dropout = NoDropout,
+          bool kVariableLengths = false>
 struct ForwardKernel {
   static_assert(IsSm90TileConfig<Config>::value, "Config must be a flashmma::Sm90TileConfig<...>");
   static_assert(check_score_policy<Policy>(), "");
 
   using Element = typename Config::element_type;
   using arch_tag = typename Config::arch_tag;
-  // Dense batches only: TMA's boxes follow the dense tensors, and validate_for_kernel refuses
-  // cu_seqlens and seqused_k for this kernel (kernel_requirements<Sm90TileConfig>).
-  using Sequence = SequenceInfo<Element, /*kVariableLengths=*/false>;
+  // No cache indirection (kv_batch_index, pages): launch_plan.hpp's variable_length_prefill
+  // routes those calls elsewhere.
+  using Sequence = SequenceInfo<Element, kVariableLengths>;
+
+  // Where a sequence's rows start in the tensor maps: {row, batch} of its first query and key.
+  struct MapOrigin {
+    int64_t query_row;
+    int64_t query_batch;
+    int64_t key_row;
+    int64_t key_batch;
+  };
+  static FLASHMMA_DEVICE MapOrigin map_origin(const ForwardArgs<Element>& args,
+                                              const Sequence& seq) {
+    if constexpr (kVariableLengths) {
+      const bool packed_q = args.cu_seqlens_q != nullptr;
+      const bool packed_k = args.cu_seqlens_k != nullptr;
+      return {seq.first_query, packed_q ? 0 : seq.batch, seq.first_key,
+              packed_k ? 0 : seq.batch};
+    } else {
+      (void)args;
+      return {0, seq.batch, 0, seq.batch};
+    }
+  }
 
   struct Params {
     ForwardTensorMaps maps;  // first: CUtensorMap is 64-byte aligned
@@ -158,16 +188,21 @@ struct ForwardKernel {
     const WorkTile work = Scheduler::work_tile(params.scheduler);
     const Sequence seq(params.args, work);
     const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
+    if constexpr (kVariableLengths) {
+      if (queries.empty()) return;  // a tile past a shorter sequence's queries: nothing to do
+    }
     const TileRange key_tiles = flashmma::key_tiles(params.policy, seq.lengths, queries, kBlockN);
 
-    // Broadcast from lane 0, so that ptxas knows it is the same in every lane: what follows from
-    // it (a warpgroup's rows and key tiles, its mask decisions) stays in uniform registers.
-    const int warpgroup =
-        __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / Config::kWarpgroupThreads, 0);
+    // Without ping-pong, broadcast from lane 0, so that ptxas knows it is the same in every lane:
+    // what follows from it (a warpgroup's rows, key tiles and mask decisions) then stays in
+    // uniform registers (without it the d = 256 ALiBi kernel spilled 176 bytes; with it the
+    // ping-pong d = 128 softcap kernel, which has no ranges of its own, spilled 16).
+    int warpgroup = static_cast<int>(threadIdx.x) / Config::kWarpgroupThreads;
+    if constexpr (!Config::kPingPong) warpgroup = __shfl_sync(0xffffffffu, warpgroup, 0);
     if (warpgroup == 0) {
       ptx::sm90::setmaxnreg_dec<Config::kProducerRegisters>();
       if (threadIdx.x / 32 == 0 && ptx::sm90::elect_one_sync()) {
-        produce(params, smem, seq, queries, key_tiles);
+        produce(params, smem, seq, map_origin(params.args, seq), queries, key_tiles);
       }
     } else {
       ptx::sm90::setmaxnreg_inc<Config::kConsumerRegisters>();
@@ -193,31 +228,31 @@ struct ForwardKernel {
 
   // The producer: one thread issues every load.
   static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem,
-                                      const Sequence& seq, const IndexRange& queries,
-                                      const TileRange& key_tiles) {
+                                      const Sequence& seq, const MapOrigin& origin,
+                                      const IndexRange& queries, const TileRange& key_tiles) {
     ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(), Config::kQBytes);
 #pragma unroll
     for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
       load_box(smem.q() + d * Config::kBlockM * kSubTileRowBytes, &params.maps.q, d * kSubTile,
-               queries.begin, seq.head, seq.batch, smem.q_full());
+               origin.query_row + queries.begin, seq.head, origin.query_batch, smem.q_full());
     }
     for (int j = 0; j < key_tiles.count; ++j) {
       const int slot = slot_of(j);
       const uint32_t free_parity = parity_of(j) ^ 1u;
-      const int64_t first_key = (key_tiles.first + j) * kBlockN;
+      const int64_t first_key = origin.key_row + (key_tiles.first + j) * kBlockN;
       ptx::sm90::mbarrier_wait_parity(smem.k_empty(slot), free_parity);
       ptx::sm90::mbarrier_arrive_expect_tx(smem.k_full(slot), Config::kKVTileBytes);
 #pragma unroll
       for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
         load_box(smem.k(slot) + d * kBlockN * kSubTileRowBytes, &params.maps.k, d * kSubTile,
-                 first_key, seq.kv_head, seq.batch, smem.k_full(slot));
+                 first_key, seq.kv_head, origin.key_batch, smem.k_full(slot));
       }
       ptx::sm90::mbarrier_wait_parity(smem.v_empty(slot), free_parity);
       ptx::sm90::mbarrier_arrive_expect_tx(smem.v_full(slot), Config::kKVTileBytes);
 #pragma unroll
       for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
         load_box(smem.v(slot) + d * kBlockN * kSubTileRowBytes, &params.maps.v, d * kSubTile,
-                 first_key, seq.kv_head, seq.batch, smem.v_full(slot));
+                 first_key, seq.kv_head, origin.key_batch, smem.v_full(slot));
       }
     }
   }
@@ -450,7 +485,7 @@ struct ForwardKernel {
     c.score_softmax.origin =
         seq.coord(queries.begin + first_row + warp * ptx::sm90::kWgmmaRowsPerWarp, 0);
     c.score_softmax.lengths = seq.lengths;
-    c.score_softmax.queries = rows;
+    c.score_softmax.queries = Config::kPingPong ? queries : rows;  // as the ranges
     c.score_softmax.set_scales(params.args.softmax_scale, params.args.softmax_scale_log2);
     c.score_softmax.lane = thread % 32;
     if constexpr (Dropout::kEnabled) {
@@ -487,7 +522,9 @@ struct ForwardKernel {
 
   // O through this warpgroup's rows of the Q tile (every wgmma that read them has completed)
   // in the swizzled layout of the O map, then one TMA store per 64 columns; the LSE from
-  // registers. Rows past seqlen_q and columns past the head dim are clipped by the store.
+  // registers. Rows past seqlen_q and columns past the head dim are clipped by the store, where
+  // the map ends with the sequence (dense O). In packed O the next sequence's rows follow: rows
+  // that run past the sequence's end go out through copy_rows_out instead.
   static FLASHMMA_DEVICE void write_output(const Params& params, const Smem& smem,
                                            const Sequence& seq,
                                            const IndexRange& queries, int consumer, int thread,
@@ -508,12 +545,16 @@ struct ForwardKernel {
     ptx::sm90::named_barrier_sync(static_cast<uint32_t>(Barrier::kEpilogue) + consumer,
                                   Config::kWarpgroupThreads);
     const int64_t store_row = queries.begin + first_row;
-    if (thread == 0 && store_row < seq.lengths.seqlen_q) {
+    const bool packed = kVariableLengths && params.args.cu_seqlens_q != nullptr;
+    if (packed && store_row + Config::kRowsPerWarpgroup > seq.lengths.seqlen_q) {
+      copy_rows_out(params, smem, seq, store_row, first_row, thread);
+    } else if (thread == 0 && store_row < seq.lengths.seqlen_q) {
 #pragma unroll
       for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
-        const int32_t coords[4] = {d * kSubTile, static_cast<int32_t>(store_row),
+        const MapOrigin origin = map_origin(params.args, seq);
+        const int32_t coords[4] = {d * kSubTile, static_cast<int32_t>(origin.query_row + store_row),
                                    static_cast<int32_t>(seq.head),
-                                   static_cast<int32_t>(seq.batch)};
+                                   static_cast<int32_t>(origin.query_batch)};
         ptx::sm90::tma_store_tile<4>(
             &params.maps.o, coords,
             smem.q() + d * Config::kBlockM * kSubTileRowBytes + first_row * kSubTileRowBytes);
@@ -529,6 +570,25 @@ struct ForwardKernel {
             store_row + ptx::sm90::wgmma_accumulator_coord(thread, 2 * r).row;
         if (row < seq.lengths.seqlen_q) seq.lse[row] = lse[0][r];
       }
+    }
+  }
+
+  // Rows [store_row, seqlen_q) of this warpgroup's staged O (at most 63) to global memory, 16
+  // bytes per thread and step, columns below the head dim only. TMA's strides and base are
+  // 16-byte aligned (check_tma_layout), so these stores are too.
+  static FLASHMMA_DEVICE void copy_rows_out(const Params& params, const Smem& smem,
+                                            const Sequence& seq, int64_t store_row,
+                                            int first_row, int thread) {
+    constexpr int kChunkElements = 16 / static_cast<int>(sizeof(Element));
+    const int chunks_per_row = params.args.head_dim / kChunkElements;
+    const int64_t left = seq.lengths.seqlen_q - store_row;  // below kRowsPerWarpgroup here
+    const int rows = left > 0 ? static_cast<int>(left) : 0;
+    for (int chunk = thread; chunk < rows * chunks_per_row; chunk += Config::kWarpgroupThreads) {
+      const int row = chunk / chunks_per_row;
+      const int column = chunk % chunks_per_row * kChunkElements;
+      const uint4 value = *reinterpret_cast<const uint4*>(
+          smem.q() + Config::QTile::byte_offset(first_row + row, column));
+      *reinterpret_cast<uint4*>(seq.o + (store_row + row) * seq.o_row_stride + column) = value;
     }
   }
 };

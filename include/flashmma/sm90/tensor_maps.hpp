@@ -3,7 +3,10 @@
 // rank-4 view {head dim, rows, heads, batch} of a [batch, seqlen, heads, head_dim] tensor through
 // the call's strides, with boxes of 64 head-dim columns (128 bytes, the 128B swizzle span).
 // Out-of-bounds elements load as zeros (rows past the sequence, columns past the head dim) and
-// are not stored.
+// are not stored. A packed tensor (cu_seqlens_q for Q and O, cu_seqlens_k for K and V) is one
+// batch entry of all its rows (total_q, total_k): the kernel addresses a sequence's rows from
+// its first, and rows of the next sequence that a box takes in are masked (keys) or not stored
+// (queries; sm90/forward_kernel.cuh's write_output).
 #pragma once
 
 #include <cuda.h>
@@ -73,6 +76,28 @@ inline Status encode_forward_map(const char* name, const void* data, ScalarType 
   return Status::success();
 }
 
+// The rows and batch entries of the tensors as their maps see them: dense [batch, seqlen, ...],
+// or packed [total, ...] as one entry. total_k may be unknown (0): the maps cannot be made then.
+struct MapExtent {
+  int64_t rows;
+  int64_t batch;
+};
+inline MapExtent query_extent(const ForwardParams& p) {
+  return p.cu_seqlens_q != nullptr ? MapExtent{p.total_q, 1} : MapExtent{p.seqlen_q, p.batch};
+}
+inline MapExtent key_extent(const ForwardParams& p) {
+  return p.cu_seqlens_k != nullptr ? MapExtent{p.total_k, 1} : MapExtent{p.seqlen_k, p.batch};
+}
+inline Status check_key_rows_known(const ForwardParams& p) {
+  if (p.cu_seqlens_k != nullptr && p.total_k == 0) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "flashmma: packed keys (cu_seqlens_k) on the sm_90a kernel need "
+                         "total_k, the rows of packed K and V, for its TMA tensor maps (set "
+                         "params.total_k, or use a TileConfig)");
+  }
+  return Status::success();
+}
+
 }  // namespace detail
 
 // Ok when TMA can describe q, k, v and o of validated params as the Hopper kernel reads and
@@ -83,18 +108,21 @@ inline Status encode_forward_map(const char* name, const void* data, ScalarType 
   struct Tensor {
     const char* name;
     const void* data;
-    int64_t rows;
+    detail::MapExtent extent;
     int64_t heads;
     const TensorStrides& strides;
   };
-  const Tensor tensors[4] = {{"q", p.q, p.seqlen_q, p.heads_q, p.q_strides},
-                             {"k", p.k, p.seqlen_k, p.heads_kv, p.k_strides},
-                             {"v", p.v, p.seqlen_k, p.heads_kv, p.v_strides},
-                             {"o", p.o, p.seqlen_q, p.heads_q, p.o_strides}};
+  if (Status s = detail::check_key_rows_known(p); !s) return s;
+  const detail::MapExtent queries = detail::query_extent(p);
+  const detail::MapExtent keys = detail::key_extent(p);
+  const Tensor tensors[4] = {{"q", p.q, queries, p.heads_q, p.q_strides},
+                             {"k", p.k, keys, p.heads_kv, p.k_strides},
+                             {"v", p.v, keys, p.heads_kv, p.v_strides},
+                             {"o", p.o, queries, p.heads_q, p.o_strides}};
   for (const Tensor& t : tensors) {
     ptx::sm90::TensorTile tile;
-    if (Status s = detail::forward_tensor_tile(t.name, t.data, p.dtype, p.head_dim, t.rows,
-                                               t.heads, p.batch, t.strides,
+    if (Status s = detail::forward_tensor_tile(t.name, t.data, p.dtype, p.head_dim, t.extent.rows,
+                                               t.heads, t.extent.batch, t.strides,
                                                ptx::sm90::kWgmmaM, tile);
         !s)
       return s;
@@ -109,22 +137,25 @@ inline Status encode_forward_map(const char* name, const void* data, ScalarType 
 template <class Config, class Maps>
 Status make_forward_tensor_maps(const ForwardParams& p, Maps& maps) {
   static_assert(IsSm90TileConfig<Config>::value, "Config must be a flashmma::Sm90TileConfig<...>");
-  if (Status s = detail::encode_forward_map("q", p.q, p.dtype, p.head_dim, p.seqlen_q, p.heads_q,
-                                            p.batch, p.q_strides, Config::kBlockM, &maps.q);
+  if (Status s = detail::check_key_rows_known(p); !s) return s;
+  const detail::MapExtent queries = detail::query_extent(p);
+  const detail::MapExtent keys = detail::key_extent(p);
+  if (Status s = detail::encode_forward_map("q", p.q, p.dtype, p.head_dim, queries.rows,
+                                            p.heads_q, queries.batch, p.q_strides,
+                                            Config::kBlockM, &maps.q);
       !s)
     return s;
-  if (Status s = detail::encode_forward_map("k", p.k, p.dtype, p.head_dim, p.seqlen_k,
-                                            p.heads_kv, p.batch, p.k_strides, Config::kBlockN,
-                                            &maps.k);
+  if (Status s = detail::encode_forward_map("k", p.k, p.dtype, p.head_dim, keys.rows, p.heads_kv,
+                                            keys.batch, p.k_strides, Config::kBlockN, &maps.k);
       !s)
     return s;
-  if (Status s = detail::encode_forward_map("v", p.v, p.dtype, p.head_dim, p.seqlen_k,
-                                            p.heads_kv, p.batch, p.v_strides, Config::kBlockN,
-                                            &maps.v);
+  if (Status s = detail::encode_forward_map("v", p.v, p.dtype, p.head_dim, keys.rows, p.heads_kv,
+                                            keys.batch, p.v_strides, Config::kBlockN, &maps.v);
       !s)
     return s;
-  return detail::encode_forward_map("o", p.o, p.dtype, p.head_dim, p.seqlen_q, p.heads_q, p.batch,
-                                    p.o_strides, Config::kRowsPerWarpgroup, &maps.o);
+  return detail::encode_forward_map("o", p.o, p.dtype, p.head_dim, queries.rows, p.heads_q,
+                                    queries.batch, p.o_strides, Config::kRowsPerWarpgroup,
+                                    &maps.o);
 }
 
 }  // namespace sm90
