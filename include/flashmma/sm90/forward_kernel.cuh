@@ -26,10 +26,11 @@
 // kVariableLengths: packed and ragged sequences (cu_seqlens_q, cu_seqlens_k, seqused_k).
 // SequenceInfo reads a block's lengths and first rows once, the tensor maps see a packed tensor
 // as one batch entry of all its rows (sm90/tensor_maps.hpp), and a block past its sequence's
-// queries exits. A kernel of its own: lengths read from memory stay in registers through the
-// main loop where the dense kernel reloads them from its parameters, and that made the dense
-// window and softcap kernels spill 50-120 bytes. A box that runs into the next sequence's rows loads them: its keys are past the
-// sequence's end, hence masked, and its query rows are computed and not stored.
+// queries exits. A box that runs into the next sequence's rows loads them: its keys are past
+// the sequence's end, hence masked, and its query rows are computed and not stored. A kernel of
+// its own: lengths read from memory stay in registers through the main loop where the dense
+// kernel reloads them from its parameters, and that made the dense window, softcap and ALiBi
+// kernels spill 50-124 bytes.
 //
 // A slot's barriers: *_full completes when the producer's expected bytes have landed (one
 // arrival, the producer's, plus the transaction count); *_empty when every consumer warpgroup
@@ -552,7 +553,8 @@ struct ForwardKernel {
 #pragma unroll
       for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
         const MapOrigin origin = map_origin(params.args, seq);
-        const int32_t coords[4] = {d * kSubTile, static_cast<int32_t>(origin.query_row + store_row),
+        const int32_t coords[4] = {d * kSubTile,
+                                   static_cast<int32_t>(origin.query_row + store_row),
                                    static_cast<int32_t>(seq.head),
                                    static_cast<int32_t>(origin.query_batch)};
         ptx::sm90::tma_store_tile<4>(
