@@ -206,8 +206,9 @@ inline Status check_variant(const ForwardParams& p) {
 }
 
 // Variable-length batches (cu_seqlens_q, cu_seqlens_k, total_q, total_k, seqused_k). The
-// arrays' contents live on the device and may change between replays of a captured graph, so they are not read
-// here; the kernels stop on lengths the call does not allow for (sequence_info.hpp).
+// arrays' contents live on the device and may change between replays of a captured graph, so
+// they are not read here; the kernels stop on lengths the call does not allow for
+// (sequence_info.hpp).
 inline Status check_variable_lengths(const ForwardParams& p) {
   const struct {
     const char* name;
