@@ -46,6 +46,17 @@ int plan(const ForwardParams& p, const DeviceInfo& device, bool assume_workspace
   return splits;
 }
 
+// The kernel forward(params) picks for a bf16, d = 128 call (launch_plan.hpp's default_route).
+flashmma::detail::DefaultRoute bf16_d128_route(const ForwardParams& p, const DeviceInfo& device,
+                                               bool sm90a_code) {
+  flashmma::detail::DefaultRoute route = flashmma::detail::DefaultRoute::kPortable;
+  flashmma::detail::SplitPlan plan;
+  REQUIRE(flashmma::detail::default_route<__nv_bfloat16, 128>(
+              p, device, [&] { return sm90a_code; }, false, route, plan)
+              .ok());
+  return route;
+}
+
 }  // namespace
 
 TEST_CASE("blocks_per_sm: the least of shared memory, threads and registers", "[launch_plan]") {
@@ -155,12 +166,7 @@ TEST_CASE("default_route: the split kernel for decoding, the Hopper or portable 
   const DeviceInfo device = h200();
   using flashmma::detail::DefaultRoute;
   const auto route_of = [&](const ForwardParams& p, bool sm90a_code) {
-    DefaultRoute route = DefaultRoute::kPortable;
-    flashmma::detail::SplitPlan plan;
-    REQUIRE(flashmma::detail::default_route<__nv_bfloat16, 128>(
-                p, device, [&] { return sm90a_code; }, false, route, plan)
-                .ok());
-    return route;
+    return bf16_d128_route(p, device, sm90a_code);
   };
   // Decoding (packed or not, with or without a workspace) runs on the split kernel.
   CHECK(route_of(decode_params(64, 8192), true) == DefaultRoute::kSplitKernel);
@@ -189,12 +195,7 @@ TEST_CASE("default_route: packed prefill runs on the Hopper kernels for variable
   const DeviceInfo device = h200();
   using flashmma::detail::DefaultRoute;
   const auto route_of = [&](const ForwardParams& p, bool sm90a_code) {
-    DefaultRoute route = DefaultRoute::kPortable;
-    flashmma::detail::SplitPlan plan;
-    REQUIRE(flashmma::detail::default_route<__nv_bfloat16, 128>(
-                p, device, [&] { return sm90a_code; }, false, route, plan)
-                .ok());
-    return route;
+    return bf16_d128_route(p, device, sm90a_code);
   };
   // 4 sequences of at most 3000 tokens, 8000 in all; keys packed the same way.
   ForwardParams p;
