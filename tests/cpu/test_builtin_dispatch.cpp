@@ -322,7 +322,10 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0 wher
   }
 }
 
-TEST_CASE("variable lengths and paged caches run on the portable split kernel", "[dispatch]") {
+// Prefill-sized variable lengths run on the Hopper default's kernels for them where TMA can map
+// the tensors (launch_plan.hpp's variable_length_prefill); the rest on the portable split kernel.
+TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper one for prefill",
+          "[dispatch]") {
   const flashmma::DeviceInfo h200{90, 227 * 1024, 60 * 1024 * 1024, 132, 228 * 1024, 2048};
   std::string kernel;
   SECTION("packed queries and keys: one split, no combine") {
@@ -332,10 +335,19 @@ TEST_CASE("variable lengths and paged caches run on the portable split kernel", 
     p.total_q = 4096;
     p.q_strides.batch = p.k_strides.batch = p.v_strides.batch = p.o_strides.batch = 0;
     p.mask = MaskKind::kCausal;
+    // Without total_k, TMA cannot map packed K: the split kernel.
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("sm80::ForwardKernel<") &&
                            Contains("CausalMask, SplitScheduler> in 1 split"));
     CHECK_THAT(kernel, !Contains("split_combine_kernel"));
+    p.total_k = 4096;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<Sm90TileConfig<fp16, HeadDim 128") &&
+                           Contains("CausalMask, HeaviestFirstScheduler, VariableLengths>"));
+    // A window: the split kernel (no Hopper kernel for variable lengths with one).
+    p.window_left = 100;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("SlidingWindow, SplitScheduler> in 1 split"));
   }
   SECTION("a KV append attends on the split kernel") {
     ForwardParams p = described_call(128);
@@ -351,6 +363,10 @@ TEST_CASE("variable lengths and paged caches run on the portable split kernel", 
     ForwardParams p = described_call(64);
     p.seqused_k = reinterpret_cast<const int32_t*>(0x72000);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<Sm90TileConfig<fp16, HeadDim 64") &&
+                           Contains("FullAttention, PlainScheduler, VariableLengths>"));
+    // Without sm_90a code: the split kernel.
+    REQUIRE(flashmma::describe_default_kernel(p, h200, false, kernel).ok());
     CHECK_THAT(kernel, Contains("FullAttention, SplitScheduler> in 1 split"));
   }
   SECTION("a paged cache, decoding: the KVPages kernel in several splits") {

@@ -7,7 +7,7 @@
 #   # on the GPU machine, with the same source tree:
 #   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
 #     ARCHIVE.tar.xz BUILD_DIR
-#   PREBUILT=BUILD_DIR CTEST_ARGS='-E ^(compile_fail|consumer)|kernel_symbols' \
+#   PREBUILT=BUILD_DIR CTEST_ARGS='-E ^(compile_fail|consumer)|kernel_symbols|ptxas_report' \
 #     bash tests/run_gpu_suite.sh OUT
 #
 # SUBDIRs (e.g. tests, or examples bench) limit the archive to those folders of the tree; the
@@ -18,8 +18,9 @@
 # and stays): about 4% smaller, for a carry limit. The .xz archive's 384 MiB dictionary needs
 # about 4 GB of memory to pack and 384 MiB to unpack.
 # The tree must be unpacked at the absolute path it was built in (CTest records it). The
-# compile-fail, consumer and kernel-symbol tests need the tree's objects, build system and
-# install, which the archive leaves out: they run where the tree was built.
+# compile-fail, consumer, kernel-symbol and ptxas-report tests need the tree's objects, build
+# system, install or the build machine's compiler and Catch2, which the archive leaves out: they
+# run where the tree was built.
 set -eu
 if [ $# -lt 2 ]; then
   echo "usage: bash tests/tools/pack_build.sh BUILD_DIR ARCHIVE.tar.xz [SUBDIR...]" >&2
