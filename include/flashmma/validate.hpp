@@ -98,9 +98,11 @@ inline std::string tensor_shape(const char* name) {
   return "[batch, seqlen_k, heads_kv, head_dim]";
 }
 
-// Whether a call runs on the portable split kernel even without a split: variable lengths, a
+// Whether a TileConfig's call runs on its split kernel even without a split: variable lengths, a
 // cache's batch index, paged caches and KV appends (whose attention reads the new lengths as
-// seqused_k) run on it alone (sm80/forward_kernel.cuh says why).
+// seqused_k) run on it alone among the portable kernels (sm80/forward_kernel.cuh says why). The
+// default dispatch runs prefill-sized variable lengths on a Hopper kernel of their own instead
+// where it can (launch_plan.hpp's variable_length_prefill).
 inline bool runs_on_split_kernel(const ForwardParams& p) {
   return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
          p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr;
