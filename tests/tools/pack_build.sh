@@ -7,8 +7,7 @@
 #   # on the GPU machine, with the same source tree:
 #   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
 #     ARCHIVE.tar.xz BUILD_DIR
-#   PREBUILT=BUILD_DIR CTEST_ARGS='-E ^(compile_fail|consumer)|kernel_symbols|ptxas_report' \
-#     bash tests/run_gpu_suite.sh OUT
+#   PREBUILT=BUILD_DIR bash tests/run_gpu_suite.sh OUT
 #
 # SUBDIRs (e.g. tests, or examples bench) limit the archive to those folders of the tree; the
 # top-level CTest file always goes in. An ARCHIVE ending in .xz is xz-compressed, else gzip.
