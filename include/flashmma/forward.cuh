@@ -432,7 +432,7 @@ template <class Element, int HeadDim>
       return detail::launch_split_kernel<Split>(params, policy, device, plan, stream);
     }
     if constexpr (Hopper::kAvailable) {
-      if (route == detail::DefaultRoute::kHopper && detail::has_variable_lengths(params)) {
+      if (route == detail::DefaultRoute::kHopper && has_variable_lengths(params)) {
         // variable_length_prefill: the causal mask or none, on kernels of their own.
         if constexpr (std::is_same_v<Policy, FullAttention> ||
                       std::is_same_v<Policy, CausalMask>) {

@@ -146,10 +146,6 @@ Status plan_split_kernel(const ForwardParams& p, const DeviceInfo& device, bool 
   }
 }
 
-inline bool has_variable_lengths(const ForwardParams& p) {
-  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr;
-}
-
 // The requirements of the Hopper default's kernels for variable lengths (variable_length_prefill
 // below): the dense kernel's, with cu_seqlens and seqused_k.
 template <class Hopper>
@@ -185,8 +181,8 @@ template <class SplitConfig>
 bool variable_length_prefill(const ForwardParams& p, const SplitPlan& plan) {
   const BuiltinPolicy policy = builtin_policy_for(p);
   return has_variable_lengths(p) && plan.splits == 1 && !packs_gqa(p) && !uses_dropout(p) &&
-         split_kernel_rows(p) > SplitConfig::kBlockM && p.block_table == nullptr &&
-         p.kv_batch_index == nullptr && p.k_new == nullptr &&
+         split_kernel_rows(p) > SplitConfig::kBlockM && !paged_kv(p) &&
+         p.kv_batch_index == nullptr && !appends_kv(p) &&
          (policy == BuiltinPolicy::kFullAttention || policy == BuiltinPolicy::kCausalMask);
 }
 
@@ -392,7 +388,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                 return detail::forward_kernel_name<Hopper>(
                     policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
               }
-              if (detail::has_variable_lengths(params)) {  // variable_length_prefill's kernels
+              if (has_variable_lengths(params)) {  // variable_length_prefill's kernels
                 return detail::forward_kernel_name<Hopper>(
                     policy_name,
                     (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths").c_str());

@@ -198,6 +198,12 @@ inline bool paged_kv(const ForwardParams& p) { return p.block_table != nullptr; 
 // True when Q and O are packed sequences of varying lengths (cu_seqlens_q).
 inline bool packed_queries(const ForwardParams& p) { return p.cu_seqlens_q != nullptr; }
 
+// True when sequences have lengths of their own (cu_seqlens_q, cu_seqlens_k, seqused_k), read by
+// the kernels.
+inline bool has_variable_lengths(const ForwardParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr;
+}
+
 // The LSE's rows, [batch, heads_q, seqlen_q] or, with packed queries, [heads_q, total_q]: LSE
 // row (b, h, query i) is at b * lse_batch_stride(p) + h * lse_head_stride(p) + first + i, with
 // first 0 or cu_seqlens_q[b].

@@ -104,8 +104,7 @@ inline std::string tensor_shape(const char* name) {
 // default dispatch runs prefill-sized variable lengths on a Hopper kernel of their own instead
 // where it can (launch_plan.hpp's variable_length_prefill).
 inline bool runs_on_split_kernel(const ForwardParams& p) {
-  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
-         p.block_table != nullptr || p.kv_batch_index != nullptr || p.k_new != nullptr;
+  return has_variable_lengths(p) || paged_kv(p) || p.kv_batch_index != nullptr || appends_kv(p);
 }
 
 inline Status check_dropout(const ForwardParams& p) {

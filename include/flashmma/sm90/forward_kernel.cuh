@@ -550,9 +550,9 @@ struct ForwardKernel {
     if (packed && store_row + Config::kRowsPerWarpgroup > seq.lengths.seqlen_q) {
       copy_rows_out(params, smem, seq, store_row, first_row, thread);
     } else if (thread == 0 && store_row < seq.lengths.seqlen_q) {
+      const MapOrigin origin = map_origin(params.args, seq);
 #pragma unroll
       for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
-        const MapOrigin origin = map_origin(params.args, seq);
         const int32_t coords[4] = {d * kSubTile,
                                    static_cast<int32_t>(origin.query_row + store_row),
                                    static_cast<int32_t>(seq.head),
