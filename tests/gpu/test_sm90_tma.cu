@@ -301,3 +301,66 @@ TEST_CASE("TMA 2D stores write the box and clip it at the tensor's edges", "[gpu
   }
   REQUIRE(mismatches == 0);
 }
+
+namespace {
+
+// Copies `rounds` runs of `bytes` bytes, each from source + round * stride_bytes, into one
+// shared buffer over one mbarrier (phase `round & 1`), and copies each landed run to out.
+__global__ void __launch_bounds__(kThreads)
+    bulk_copy_kernel(const unsigned char* source, uint32_t bytes, uint32_t stride_bytes,
+                     int rounds, uint4* out) {
+  extern __shared__ __align__(16) unsigned char buffer[];
+  __shared__ uint64_t barrier;
+  if (threadIdx.x == 0) {
+    sm90::mbarrier_init(&barrier, 1);
+    sm90::fence_mbarrier_init();
+  }
+  __syncthreads();
+  for (int round = 0; round < rounds; ++round) {
+    if (threadIdx.x == 0) {
+      sm90::mbarrier_arrive_expect_tx(&barrier, bytes);
+      sm90::bulk_copy_load(buffer, source + static_cast<std::size_t>(round) * stride_bytes,
+                           bytes, &barrier);
+    }
+    wait_or_trap(&barrier, static_cast<uint32_t>(round & 1), "bulk copy");
+    const uint4* landed = reinterpret_cast<const uint4*>(buffer);
+    const uint32_t words = bytes / sizeof(uint4);
+    for (uint32_t i = threadIdx.x; i < words; i += kThreads) out[round * words + i] = landed[i];
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bulk copies land contiguous runs, phase after phase", "[gpu][sm90][tma]") {
+  // Runs of 256 and 512 bytes (64 and 128 fp32 values, the backward's per-row values of a query
+  // tile) and 16 bytes, from offsets that are multiples of 16 but not of 128.
+  for (const uint32_t bytes : {16u, 256u, 512u}) {
+    CAPTURE(bytes);
+    constexpr int kRounds = 3;
+    const uint32_t stride = bytes + 48;
+    std::vector<uint4> source_words((kRounds * stride + 64) / sizeof(uint4));
+    std::vector<uint32_t> values(source_words.size() * 4);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint32_t>(i * 2654435761u);
+    std::memcpy(source_words.data(), values.data(), values.size() * 4);
+    DeviceBuffer<uint4> source = to_device(source_words);
+    DeviceBuffer<uint4> out(static_cast<int64_t>(kRounds) * bytes / sizeof(uint4));
+    const auto* base = reinterpret_cast<const unsigned char*>(source.get()) + 16;
+    bulk_copy_kernel<<<1, kThreads, bytes>>>(base, bytes, stride, kRounds, out.get());
+    sync_and_check();
+    const std::vector<uint4> got_words = out.to_host();
+    std::vector<uint32_t> got(got_words.size() * 4);
+    std::memcpy(got.data(), got_words.data(), got.size() * 4);
+    int mismatches = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      for (uint32_t i = 0; i < bytes / 4; ++i) {
+        const uint32_t expected = values[(16 + round * stride) / 4 + i];
+        if (got[round * bytes / 4 + i] != expected && ++mismatches <= 8) {
+          UNSCOPED_INFO("round " << round << " word " << i << ": got "
+                                 << got[round * bytes / 4 + i] << ", expected " << expected);
+        }
+      }
+    }
+    REQUIRE(mismatches == 0);
+  }
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // wgmma with both operands in shared memory (SS), one warpgroup, against a CPU matmul: every N the
-// forward kernel may use, fp16 and bf16, B K-major and MN-major, over a K of 128 (8 k16 slices,
+// forward kernel may use, fp16 and bf16, B K-major and MN-major, A K-major and (the backward's
+// dQ = dS K, dS kept as dS^T) MN-major, over a K of 128 (8 k16 slices,
 // crossing from one 128-byte sub-tile to the next), with scale-d false (NaN accumulators must be
 // ignored) and true (D = C + A B). Operands are placed with operand_tile.hpp's layouts and read
 // through its descriptors, and every accumulator register is checked at the (row, column)
@@ -34,11 +35,12 @@ using namespace flashmma::test::sm90_support;
 
 constexpr int kK = 128;
 
-template <class ElementType, int N, Major kMajorB, Swizzle kSwizzle = Swizzle::k128B>
+template <class ElementType, int N, Major kMajorB, Swizzle kSwizzle = Swizzle::k128B,
+          Major kMajorA = Major::kK>
 struct SsCase {
   using Element = ElementType;
   static constexpr int kN = N;
-  using TileA = sm90::OperandTile<Major::kK, kSwizzle, sm90::kWgmmaM, kK>;
+  using TileA = sm90::OperandTile<kMajorA, kSwizzle, sm90::kWgmmaM, kK>;
   using TileB = sm90::OperandTile<kMajorB, kSwizzle, N, kK>;
 };
 
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   sm90::wgmma_fence();
 #pragma unroll
   for (int step = 0; step < TileA::kKSteps; ++step) {
-    sm90::wgmma_ss<typename Case::Element, Case::kN, TileB::kMajorLayout>(
+    sm90::wgmma_ss<typename Case::Element, Case::kN, TileB::kMajorLayout, TileA::kMajorLayout>(
         d, TileA::descriptor(a_address, step), TileB::descriptor(b_address, step),
         step > 0 || accumulate_first);
   }
@@ -132,7 +134,22 @@ using OtherLayoutCases = std::tuple<SsCase<__nv_bfloat16, 64, Major::kK, Swizzle
                                     SsCase<__half, 64, Major::kMN, Swizzle::k64B>,
                                     SsCase<__half, 64, Major::kMN, Swizzle::k32B>>;
 
+// A MN-major (imm-trans-a = 1), as the backward's dQ = dS K reads it: the N of its B (head-dim
+// columns per warpgroup) with B MN-major (K as dQ's B), and K-major B for completeness.
+using TransposedACases =
+    std::tuple<SsCase<__half, 64, Major::kMN, Swizzle::k128B, Major::kMN>,
+               SsCase<__nv_bfloat16, 64, Major::kMN, Swizzle::k128B, Major::kMN>,
+               SsCase<__nv_bfloat16, 128, Major::kMN, Swizzle::k128B, Major::kMN>,
+               SsCase<__half, 32, Major::kMN, Swizzle::k128B, Major::kMN>,
+               SsCase<__nv_bfloat16, 64, Major::kK, Swizzle::k128B, Major::kMN>>;
+
 }  // namespace
+
+TEMPLATE_LIST_TEST_CASE("wgmma SS with A MN-major (transposed) computes A B",
+                        "[gpu][sm90][wgmma]", TransposedACases) {
+  SECTION("scale-d false ignores NaN accumulators") { check_wgmma_ss<TestType>(false); }
+  SECTION("scale-d true accumulates onto C") { check_wgmma_ss<TestType>(true); }
+}
 
 TEMPLATE_LIST_TEST_CASE("wgmma SS computes A B and C + A B, 128B-swizzled operands",
                         "[gpu][sm90][wgmma]", SwizzledCases) {

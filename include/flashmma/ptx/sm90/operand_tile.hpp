@@ -4,8 +4,9 @@
 // swizzle), so a kernel places, loads and describes a tile from one definition.
 //
 // A tile is `kMnExtent` x `kKExtent` elements: M x K for A, N x K for B (element (mn, k)).
-//   K-major: K is contiguous (Q and K of Q K^T; A is always K-major here).
-//   MN-major: M or N is contiguous (V as the B of P V, N = head dim: wgmma's imm-trans-b = 1).
+//   K-major: K is contiguous (Q and K of Q K^T).
+//   MN-major: M or N is contiguous (V as the B of P V, N = head dim: wgmma's imm-trans-b = 1;
+//   the backward's dS^T tile as the A of dQ = dS K, M = queries: imm-trans-a = 1).
 //
 // K-major, swizzled (span S = 32, 64 or 128 bytes, T = S / 2 elements):
 //   the K extent is cut into sub-tiles of T columns; sub-tile j holds kMnExtent rows of S bytes,
@@ -24,7 +25,8 @@
 //   16 s * S. (LBO and SBO swap roles against K-major; the unswizzled MN-major layout swaps them
 //   once more and is not offered here.)
 //
-// Measured on the H200: 128B K-major A and B, 128B MN-major B, unswizzled K-major. The 32B and
+// Measured on the H200: 128B K-major A and B, 128B MN-major B, unswizzled K-major. MN-major A
+// follows the MN-major B rule (tests/gpu/test_sm90_wgmma_ss.cu). The 32B and
 // 64B forms follow the same rule and are checked by tests/gpu/test_sm90_wgmma_ss.cu.
 #pragma once
 

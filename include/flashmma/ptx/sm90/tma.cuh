@@ -63,6 +63,21 @@ FLASHMMA_DEVICE void tma_load_tile(void* smem_destination, const CUtensorMap* ma
 #endif
 }
 
+// cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [smem_destination],
+//     [source], bytes, [barrier];
+// A contiguous run of `bytes` bytes (a multiple of 16; both addresses 16-byte aligned) with no
+// tensor map: rows of per-row values, such as the backward's LSE and D of a query tile. It
+// completes on `barrier` like a tile load (counted in the expect_tx bytes); nothing is zero-filled.
+FLASHMMA_DEVICE void bulk_copy_load(void* smem_destination, const void* source, uint32_t bytes,
+                                    uint64_t* barrier) {
+#if defined(FLASHMMA_SM90A_ENABLED)
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_destination,
+                           source, bytes, barrier);
+#else
+  trap_missing_instruction();
+#endif
+}
+
 // cp.async.bulk.tensor.{Rank}d.global.shared::cta.tile.bulk_group [map, {coords}],
 //     [smem_source];
 template <int Rank>

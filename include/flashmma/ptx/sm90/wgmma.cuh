@@ -104,15 +104,16 @@ FLASHMMA_HOST_DEVICE constexpr void check_wgmma_shape() {
 }
 
 // wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{f16,bf16}.{f16,bf16}  d, desc_a, desc_b, p, 1, 1,
-// 0, trans_b;  (SS: A and B in shared memory)
+// trans_a, trans_b;  (SS: A and B in shared memory)
 // d: the N/2 accumulators of this thread. accumulate false: d = A B, the old values ignored (even
-// NaN); true: d += A B. A is K-major; kMajorB says which of B's extents is contiguous.
-template <class Element, int N, Major kMajorB = Major::kK>
+// NaN); true: d += A B. kMajorB and kMajorA say which extent of each operand is contiguous (an
+// MN-major A is the transpose of a tile stored K by M: dS of dQ = dS K, kept as dS^T).
+template <class Element, int N, Major kMajorB = Major::kK, Major kMajorA = Major::kK>
 FLASHMMA_DEVICE void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                               bool accumulate) {
   check_wgmma_shape<Element, N>();
 #if defined(FLASHMMA_SM90A_ENABLED)
-  detail::Wgmma<N, Element>::template ss<static_cast<int>(kMajorB)>(
+  detail::Wgmma<N, Element>::template ss<static_cast<int>(kMajorA), static_cast<int>(kMajorB)>(
       d, desc_a, desc_b, static_cast<uint32_t>(accumulate));
 #else
   trap_missing_instruction();

@@ -12,8 +12,9 @@
 //
 // Operand numbering inside each asm: %0 .. %(N/2 - 1) are the accumulators ("+f": C and D);
 // then, numbered from R0 = N/2, scale-d (R0), imm-trans-b (R1, an "n" immediate), the B
-// descriptor (R2), and the A descriptor (R3) or the four A registers (R3 .. R6).
-// imm-scale-a and imm-scale-b are 1; imm-trans-a is 0 (A is K-major; RS has no trans-a).
+// descriptor (R2), and the A descriptor (R3) and imm-trans-a (R4, SS) or the four A registers
+// (R3 .. R6, RS). imm-scale-a and imm-scale-b are 1; RS has no imm-trans-a (registers hold A
+// K-major).
 // scale-d becomes a predicate inside the asm (setp.ne), so it can be a runtime value.
 #pragma once
 
@@ -31,8 +32,8 @@ namespace ptx {
 namespace sm90 {
 namespace detail {
 
-// Wgmma<N, Element>::ss<trans_b>(d, desc_a, desc_b, scale_d) and ::rs<trans_b>(d, a, desc_b,
-// scale_d): one instruction each, defined below for the supported N.
+// Wgmma<N, Element>::ss<trans_a, trans_b>(d, desc_a, desc_b, scale_d) and ::rs<trans_b>(d, a,
+// desc_b, scale_d): one instruction each, defined below for the supported N.
 template <int N, class Element>
 struct Wgmma;
 
@@ -109,16 +110,16 @@ struct Wgmma;
 #define FLASHMMA_WGMMA_DEFINE(N, ElementType, kTypes, R0, R1, R2, R3, R4, R5, R6)                 \
   template <>                                                                                     \
   struct Wgmma<N, ElementType> {                                                                  \
-    template <int kTransposeB>                                                                    \
+    template <int kTransposeA, int kTransposeB>                                                   \
     static FLASHMMA_DEVICE void ss(float (&d)[R0], uint64_t desc_a, uint64_t desc_b,              \
                                    uint32_t scale_d) {                                            \
       asm volatile(                                                                               \
           "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #R0 ", 0;\n"                     \
           "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32" kTypes "\n"                            \
           "{" FLASHMMA_WGMMA_REGISTERS_##N "},\n"                                                 \
-          "%" #R3 ", %" #R2 ", accumulate, 1, 1, 0, %" #R1 ";\n}\n"                               \
+          "%" #R3 ", %" #R2 ", accumulate, 1, 1, %" #R4 ", %" #R1 ";\n}\n"                        \
           : FLASHMMA_WGMMA_ACCUMULATORS_##N                                                       \
-          : "r"(scale_d), "n"(kTransposeB), "l"(desc_b), "l"(desc_a));                            \
+          : "r"(scale_d), "n"(kTransposeB), "l"(desc_b), "l"(desc_a), "n"(kTransposeA));          \
     }                                                                                             \
     template <int kTransposeB>                                                                    \
     static FLASHMMA_DEVICE void rs(float (&d)[R0], const uint32_t (&a)[4], uint64_t desc_b,       \
