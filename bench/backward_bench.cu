@@ -74,7 +74,26 @@ flashmma::Status run_with_mask(flashmma::BackwardParams p) {
   return flashmma::backward<Config>(p, flashmma::FullAttention{});
 }
 
-// The tiles a run may time, by name; "default" is the config backward(params) runs.
+// What backward(params) runs for the shape's head dim (backward.cuh's backward_default_config):
+// the Hopper default where runs_sm90_backward_default says so, else the portable one.
+template <class Element, int HeadDim>
+flashmma::Status run_default(const flashmma::BackwardParams& p) {
+  if constexpr (HeadDim <= 128) {
+    using Hopper = flashmma::Sm90DefaultBackwardConfigT<Element, HeadDim>;
+    flashmma::DeviceInfo device;
+    if (flashmma::Status s = flashmma::query_device(device); !s) return s;
+    const bool sm90a_code =
+        device.compute_capability == 90 &&
+        flashmma::detail::sm90a_code_loaded<flashmma::sm90::BackwardKernel<Hopper, flashmma::FullAttention>>();
+    if (flashmma::runs_sm90_backward_default(p, device, sm90a_code)) {
+      return run_with_mask<Hopper>(p);
+    }
+  }
+  return run_with_mask<flashmma::DefaultBackwardConfigT<Element, HeadDim>>(p);
+}
+
+// The tiles a run may time, by name: "default" is the config backward(params) runs, "portable"
+// the portable default of the head dim on any GPU.
 template <class Element>
 std::map<std::string, Runner> tiles() {
   using flashmma::BackwardTileConfig;
@@ -83,10 +102,21 @@ std::map<std::string, Runner> tiles() {
       {"default",
        [](const flashmma::BackwardParams& p) {
          switch (flashmma::backward_kernel_head_dim_for(p.head_dim)) {
+           case 64: return run_default<Element, 64>(p);
+           case 128: return run_default<Element, 128>(p);
+           default: return run_default<Element, 256>(p);
+         }
+       }},
+      {"portable",
+       [](const flashmma::BackwardParams& p) {
+         switch (flashmma::backward_kernel_head_dim_for(p.head_dim)) {
            case 64: return run_with_mask<DefaultBackwardConfigT<Element, 64>>(p);
            case 128: return run_with_mask<DefaultBackwardConfigT<Element, 128>>(p);
            default: return run_with_mask<DefaultBackwardConfigT<Element, 256>>(p);
          }
+       }},
+      {"sm90_d128_s3", [](const flashmma::BackwardParams& p) {
+         return run_with_mask<flashmma::Sm90BackwardTileConfig<Element, 128, 64, 3>>(p);
        }},
       {"d128_m32", [](const flashmma::BackwardParams& p) {
          return run_with_mask<BackwardTileConfig<Element, 128, 32, 8>>(p);

@@ -1,25 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backward pass entry points, in the forward's style:
 //
-//   flashmma::backward<Config>(params, stream)          one BackwardTileConfig with the built-in
-//                                                       policy params ask for (mask, window,
-//                                                       softcap, ALiBi): six kernels compiled
+//   flashmma::backward<Config>(params, stream)          one config with the built-in policy
+//                                                       params ask for (mask, window, softcap,
+//                                                       ALiBi): six kernels compiled
 //   flashmma::backward<Config, Policy>(params, policy, stream)
-//                                                       one BackwardTileConfig, your own policy
-//                                                       (it must define transform_gradient if it
+//                                                       one config, your own policy (it must
+//                                                       define transform_gradient if it
 //                                                       transforms scores)
-//   flashmma::backward(params, stream)                  the default config of the head dim
-//                                                       (traits/backward_config.hpp)
+//   flashmma::backward(params, stream)                  the default config of the head dim:
+//                                                       Hopper's on an sm_90 GPU where
+//                                                       runs_sm90_backward_default says so
+//                                                       (backward_plan.hpp), else the portable
+//                                                       one (traits/backward_config.hpp)
 //   flashmma::backward_with_dropout<Config>(params[, policy], stream)
 //                                                       as backward<Config>, compiled with
 //                                                       dropout (params.dropout_p)
 //
-// Each validates everything first (backward_validate.hpp) and returns an error Status without
-// launching or writing anything when an argument is wrong. A call is three launches on `stream`:
-// the row preprocessing (D = dO . O, the LSE in base 2, dQ's accumulator zeroed), the main
-// kernel (sm80/backward_kernel.cuh), and dQ's conversion. dK and dV are sums in registers and
-// deterministic; dQ is summed with fp32 atomics across key tiles, in any order (its last bits
-// may change from run to run) or, with params.deterministic, in the order of the key tiles.
+// Config is a BackwardTileConfig (the portable mma.sync kernel, sm80/backward_kernel.cuh; dense
+// and packed batches) or an Sm90BackwardTileConfig (the Hopper kernel, sm90/backward_kernel.cuh;
+// dense batches, head dims up to 128, sm_90a code). Each validates everything first
+// (backward_validate.hpp) and returns an error Status without launching or writing anything when
+// an argument is wrong. A call is three launches on `stream`: the row preprocessing (D = dO . O,
+// the LSE in base 2, dQ's accumulator zeroed), the main kernel, and dQ's conversion. dK and dV
+// are sums in registers and deterministic; dQ is summed with fp32 atomics across key tiles, in
+// any order (its last bits may change from run to run) or, with params.deterministic, in the
+// order of the key tiles.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -35,23 +41,31 @@
 #include "flashmma/attention/builtin_policies.hpp"
 #include "flashmma/attention/score_policy.hpp"
 #include "flashmma/backward_params.hpp"
+#include "flashmma/backward_plan.hpp"
 #include "flashmma/backward_validate.hpp"
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
 #include "flashmma/forward.cuh"
 #include "flashmma/launch.cuh"
 #include "flashmma/sm80/backward_kernel.cuh"
+#include "flashmma/sm90/backward_kernel.cuh"
+#include "flashmma/sm90/tensor_maps.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/backward_config.hpp"
+#include "flashmma/traits/sm90_backward_config.hpp"
 #include "flashmma/validate.hpp"
 
 namespace flashmma {
 
 // The backward kernel type backward<Config> runs for one score policy, for dense batches or
-// (kVariableLengths) packed sequences (its __global__ function is
-// kernel_entry<BackwardKernelFor<Config, Policy, ...>>).
+// (kVariableLengths, BackwardTileConfig only) packed sequences (its __global__ function is
+// kernel_entry<BackwardKernelFor<Config, Policy, ...>>): a BackwardTileConfig runs the portable
+// mma.sync kernel, an Sm90BackwardTileConfig the Hopper one.
 template <class Config, class Policy, bool kVariableLengths = false, class Dropout = NoDropout>
-using BackwardKernelFor = sm80::BackwardKernel<Config, Policy, kVariableLengths, Dropout>;
+using BackwardKernelFor =
+    std::conditional_t<IsSm90BackwardTileConfig<Config>::value,
+                       sm90::BackwardKernel<Config, Policy, Dropout>,
+                       sm80::BackwardKernel<Config, Policy, kVariableLengths, Dropout>>;
 
 namespace detail {
 
@@ -79,32 +93,67 @@ BackwardArgs<Element> make_backward_args(const BackwardParams& p) {
   return args;
 }
 
-// The three launches of a validated call. A kernel compiled with dropout (Dropout) is the one of
-// packed sequences, which takes dense batches too, and runs every call given to it.
+// What Config's kernel takes beyond validate_for_kernel: the Hopper one dense batches only (a
+// message of its own, before the forward's about Sm90TileConfig).
+template <class Config>
+Status check_backward_config_call(const BackwardParams& params) {
+  if constexpr (IsSm90BackwardTileConfig<Config>::value) {
+    if (params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr) {
+      return invalid(
+          "cu_seqlens_q / cu_seqlens_k (packed sequences) are not available on the sm_90a "
+          "backward kernel yet (Sm90BackwardTileConfig): use a BackwardTileConfig, or "
+          "backward(params), which runs them on one");
+    }
+  }
+  (void)params;
+  return Status::success();
+}
+
+// The three launches of a validated call. A portable kernel compiled with dropout (Dropout) is
+// the one of packed sequences, which takes dense batches too, and runs every call given to it;
+// the Hopper kernel takes dense batches, with or without dropout. Everything that can fail
+// without the device (the Hopper kernel's tensor maps) is done before the first launch.
 template <class Config, class Policy, class Dropout = NoDropout>
 Status launch_backward(const BackwardParams& params, const Policy& policy,
                        const DeviceInfo& device, cudaStream_t stream) {
   using Element = typename Config::element_type;
   if (Status s = validate_for_device(device, backward_kernel_requirements<Config>()); !s) return s;
   const BackwardArgs<Element> args = make_backward_args<Element>(params);
-  if (Status s = launch_kernel<BackwardPreprocessKernel<Element>>(
-          {args}, row_kernel_grid(args.padded_rows, params.heads_q, params.batch), stream);
-      !s)
-    return s;
-  const auto main_kernel = [&](auto variable_lengths) {
-    using Kernel = BackwardKernelFor<Config, Policy, decltype(variable_lengths)::value, Dropout>;
-    return launch_kernel<Kernel>({args, policy}, Kernel::grid(params), stream);
+  const auto preprocess = [&] {
+    return launch_kernel<BackwardPreprocessKernel<Element>>(
+        {args}, row_kernel_grid(args.padded_rows, params.heads_q, params.batch), stream);
   };
-  const bool packed = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr;
-  Status main_status = Status::success();
-  if constexpr (Dropout::kEnabled) {
-    main_status = main_kernel(std::true_type{});
+  const auto convert = [&] {
+    return launch_kernel<BackwardConvertKernel<Element>>(
+        {args}, row_kernel_grid(params.seqlen_q, params.heads_q, params.batch), stream);
+  };
+  if constexpr (IsSm90BackwardTileConfig<Config>::value) {
+    using Kernel = sm90::BackwardKernel<Config, Policy, Dropout>;
+    typename Kernel::Params kernel_params{{}, args, policy};
+    if (Status s = sm90::make_backward_tensor_maps<Config>(params, kernel_params.maps); !s) {
+      return s;
+    }
+    if (Status s = preprocess(); !s) return s;
+    if (Status s = launch_kernel<Kernel>(kernel_params, Kernel::grid(params), stream); !s) {
+      return s;
+    }
+    return convert();
   } else {
-    main_status = packed ? main_kernel(std::true_type{}) : main_kernel(std::false_type{});
+    if (Status s = preprocess(); !s) return s;
+    const auto main_kernel = [&](auto variable_lengths) {
+      using Kernel = BackwardKernelFor<Config, Policy, decltype(variable_lengths)::value, Dropout>;
+      return launch_kernel<Kernel>({args, policy}, Kernel::grid(params), stream);
+    };
+    Status main_status = Status::success();
+    if constexpr (Dropout::kEnabled) {
+      main_status = main_kernel(std::true_type{});
+    } else {
+      const bool packed = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr;
+      main_status = packed ? main_kernel(std::true_type{}) : main_kernel(std::false_type{});
+    }
+    if (!main_status) return main_status;
+    return convert();
   }
-  if (!main_status) return main_status;
-  return launch_kernel<BackwardConvertKernel<Element>>(
-      {args}, row_kernel_grid(params.seqlen_q, params.heads_q, params.batch), stream);
 }
 
 }  // namespace detail
@@ -114,11 +163,13 @@ Status launch_backward(const BackwardParams& params, const Policy& policy,
 template <class Config, class Policy>
 [[nodiscard]] Status backward(const BackwardParams& params, const Policy& policy,
                               cudaStream_t stream = nullptr) {
-  static_assert(IsBackwardTileConfig<Config>::value,
-                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(IsBackwardConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...> or "
+                "flashmma::Sm90BackwardTileConfig<...>");
   static_assert(check_backward_policy<Policy>(), "");
   if (Status s = validate_backward_params(params); !s) return s;
   if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
+  if (Status s = detail::check_backward_config_call<Config>(params); !s) return s;
   if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config>()); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
@@ -128,9 +179,11 @@ template <class Config, class Policy>
 // Runs Config with the built-in policy params ask for (default_dispatch.hpp's six).
 template <class Config>
 [[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
-  static_assert(IsBackwardTileConfig<Config>::value,
-                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(IsBackwardConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...> or "
+                "flashmma::Sm90BackwardTileConfig<...>");
   if (Status s = validate_backward_params(params); !s) return s;
+  if (Status s = detail::check_backward_config_call<Config>(params); !s) return s;
   if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config>()); !s) return s;
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
@@ -145,11 +198,13 @@ template <class Config>
 template <class Config, class Policy>
 [[nodiscard]] Status backward_with_dropout(const BackwardParams& params, const Policy& policy,
                                            cudaStream_t stream = nullptr) {
-  static_assert(IsBackwardTileConfig<Config>::value,
-                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(IsBackwardConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...> or "
+                "flashmma::Sm90BackwardTileConfig<...>");
   static_assert(check_backward_policy<Policy>(), "");
   if (Status s = validate_backward_params(params); !s) return s;
   if (Status s = detail::validate_no_builtin_variant(params); !s) return s;
+  if (Status s = detail::check_backward_config_call<Config>(params); !s) return s;
   if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config, PhiloxDropout>());
       !s)
     return s;
@@ -161,9 +216,11 @@ template <class Config, class Policy>
 template <class Config>
 [[nodiscard]] Status backward_with_dropout(const BackwardParams& params,
                                            cudaStream_t stream = nullptr) {
-  static_assert(IsBackwardTileConfig<Config>::value,
-                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(IsBackwardConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...> or "
+                "flashmma::Sm90BackwardTileConfig<...>");
   if (Status s = validate_backward_params(params); !s) return s;
+  if (Status s = detail::check_backward_config_call<Config>(params); !s) return s;
   if (Status s = validate_for_kernel(params, backward_kernel_requirements<Config, PhiloxDropout>());
       !s)
     return s;
@@ -175,26 +232,57 @@ template <class Config>
   });
 }
 
-// The default dispatch: DefaultBackwardConfig of the smallest kernel head dim (64, 128, 256)
-// that holds params.head_dim, with the built-in policy; with dropout_p > 0, its kernels compiled
-// with dropout. A translation unit that calls it compiles 108 backward kernels (three head dims,
-// two element types, six policies; dense batches, packed ones, and dropout); backward<Config>
-// compiles twelve (six policies, dense and packed batches). A template only so that including this
-// header instantiates nothing.
+namespace detail {
+
+// One backward config with the built-in policy; with dropout_p > 0, its kernels compiled with
+// dropout.
+template <class Config>
+Status run_backward_config(const BackwardParams& params, cudaStream_t stream) {
+  if (uses_dropout(params)) return backward_with_dropout<Config>(params, stream);
+  return backward<Config>(params, stream);
+}
+
+// The default of one kernel head dim: the Hopper one where runs_sm90_backward_default says so
+// (backward_plan.hpp), else the portable one.
+template <class Element, int HeadDim>
+Status backward_default_config(const BackwardParams& params, const DeviceInfo& device,
+                               cudaStream_t stream) {
+  if constexpr (HeadDim <= 128) {
+    using Hopper = Sm90DefaultBackwardConfigT<Element, HeadDim>;
+    const bool sm90a_code =
+        device.compute_capability == 90 &&
+        sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
+    if (runs_sm90_backward_default(params, device, sm90a_code) &&
+        validate_for_device(device, backward_kernel_requirements<Hopper>()).ok()) {
+      return run_backward_config<Hopper>(params, stream);
+    }
+  }
+  return run_backward_config<DefaultBackwardConfigT<Element, HeadDim>>(params, stream);
+}
+
+}  // namespace detail
+
+// The default dispatch: the default backward config of the smallest kernel head dim (64, 128,
+// 256) that holds params.head_dim, with the built-in policy, on Hopper's kernel where
+// runs_sm90_backward_default (backward_plan.hpp) says so (dense batches, head dims up to 128,
+// on a compute capability 9.0 GPU running sm_90a code), else the portable one; with
+// dropout_p > 0, their kernels compiled with dropout. A translation unit that calls it compiles
+// 108 portable backward kernels (three head dims, two element types, six policies; dense
+// batches, packed ones, and dropout) and 48 Hopper ones (two head dims, two element types, six
+// policies, with and without dropout; empty outside an sm_90a pass); backward<Config> compiles
+// twelve (six policies, dense and packed batches) or six (Hopper). A template only so that
+// including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_backward_params(params); !s) return s;
-  const auto run_config = [&](auto config) {
-    using Config = decltype(config);
-    if (uses_dropout(params)) return backward_with_dropout<Config>(params, stream);
-    return backward<Config>(params, stream);
-  };
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
   const auto run = [&](auto element) {
     using Element = decltype(element);
     switch (backward_kernel_head_dim_for(params.head_dim)) {
-      case 64: return run_config(DefaultBackwardConfigT<Element, 64>{});
-      case 128: return run_config(DefaultBackwardConfigT<Element, 128>{});
-      default: return run_config(DefaultBackwardConfigT<Element, 256>{});
+      case 64: return detail::backward_default_config<Element, 64>(params, device, stream);
+      case 128: return detail::backward_default_config<Element, 128>(params, device, stream);
+      default: return detail::backward_default_config<Element, 256>(params, device, stream);
     }
   };
   if (params.dtype == ScalarType::kFloat16) return run(__half{});

@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "flashmma/backward_params.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/status.hpp"
 #include "flashmma/traits/backward_config.hpp"
+#include "flashmma/traits/sm90_backward_config.hpp"
 #include "flashmma/validate.hpp"
 
 namespace flashmma {
@@ -49,15 +51,23 @@ inline Status check_backward_supported(const BackwardParams& p) {
 
 }  // namespace detail
 
-// What a BackwardTileConfig requires of the call and the device (validate.hpp's
+// Every config backward<Config> accepts: the portable BackwardTileConfig and the Hopper one.
+template <class T>
+struct IsBackwardConfig
+    : std::integral_constant<bool, IsBackwardTileConfig<T>::value ||
+                                       IsSm90BackwardTileConfig<T>::value> {};
+
+// What a backward config requires of the call and the device (validate.hpp's
 // validate_for_kernel and validate_for_device).
 template <class Config, class Dropout = NoDropout>
 KernelRequirements backward_kernel_requirements() {
-  static_assert(IsBackwardTileConfig<Config>::value,
-                "Config must be a flashmma::BackwardTileConfig<...>");
+  static_assert(IsBackwardConfig<Config>::value,
+                "Config must be a flashmma::BackwardTileConfig<...> or "
+                "flashmma::Sm90BackwardTileConfig<...>");
   KernelRequirements req = detail::config_requirements<Config, Dropout>();
-  // cu_seqlens: taken (validate_backward_params refuses seqused_k and the rest first).
-  req.variable_lengths = true;
+  // cu_seqlens: the portable kernel takes them (validate_backward_params refuses seqused_k and
+  // the rest first); the Hopper one takes dense batches.
+  req.variable_lengths = !IsSm90BackwardTileConfig<Config>::value;
   req.paged_kv = false;
   return req;
 }

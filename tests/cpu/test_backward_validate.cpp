@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every error of validate_backward_params, the workspace size and layout, and the backward tile
-// configs' constants: each validation case starts from a valid call, breaks one thing, and checks
+// Every error of validate_backward_params, the workspace size and layout, the backward tile
+// configs' constants (portable and Hopper), and when backward(params) picks the Hopper kernel: each validation case starts from a valid call, breaks one thing, and checks
 // the code and that the message names it. Fake addresses stand in for device memory.
 #include "support/catch.hpp"
 
 #include <flashmma/backward_params.hpp>
+#include <flashmma/backward_plan.hpp>
 #include <flashmma/backward_validate.hpp>
 #include <flashmma/traits/backward_config.hpp>
+#include <flashmma/traits/sm90_backward_config.hpp>
 
 #include <cstdint>
 #include <string>
@@ -194,4 +196,71 @@ TEST_CASE("backward tile configs: keys per block, dQ's share of the warps",
   CHECK(flashmma::backward_kernel_head_dim_for(96) == 128);
   CHECK(flashmma::backward_kernel_head_dim_for(200) == 256);
   CHECK(flashmma::backward_kernel_head_dim_for(264) == 0);
+}
+
+TEST_CASE("Hopper backward configs: the two dQ splits, the tiles' two views, shared memory",
+          "[backward][traits][sm90]") {
+  using D64 = flashmma::Sm90DefaultBackwardConfigT<__half, 64>;
+  STATIC_REQUIRE(D64::kBlockN == 128);
+  STATIC_REQUIRE(D64::kBlockM == 128);
+  STATIC_REQUIRE(D64::kDqSplitsRows);      // 64 query rows per consumer warpgroup
+  STATIC_REQUIRE(D64::kDqColumns == 64);   // every head-dim column
+  STATIC_REQUIRE(D64::kThreads == 384);
+  using D128 = flashmma::Sm90DefaultBackwardConfigT<__nv_bfloat16, 128>;
+  STATIC_REQUIRE(D128::kBlockM == 64);
+  STATIC_REQUIRE(!D128::kDqSplitsRows);
+  STATIC_REQUIRE(D128::kDqColumns == 64);  // half of the head dim per consumer warpgroup
+  using D96 = flashmma::Sm90BackwardTileConfig<__half, 96, 64>;
+  STATIC_REQUIRE(D96::kHeadDimPadded == 128);
+  STATIC_REQUIRE(D96::kDqColumns == 64);
+  // Q's K-major and MN-major views (S^T's B, dK's B) name the same bytes, and so do K's.
+  for (int row = 0; row < D128::kBlockM; row += 7) {
+    for (int column = 0; column < 128; column += 5) {
+      CHECK(D128::QTile::byte_offset(row, column) ==
+            D128::QTileByColumns::byte_offset(column, row));
+    }
+  }
+  for (int key = 0; key < D128::kBlockN; key += 3) {
+    for (int column = 0; column < 128; column += 11) {
+      CHECK(D128::KTile::byte_offset(key, column) ==
+            D128::KTileByColumns::byte_offset(column, key));
+    }
+  }
+  STATIC_REQUIRE(D128::kSmemBytes <= 227 * 1024);
+  STATIC_REQUIRE(flashmma::Sm90BackwardTileConfig<__half, 128, 64, 3>::kSmemBytes <= 227 * 1024);
+  const flashmma::KernelRequirements req = flashmma::backward_kernel_requirements<D128>();
+  CHECK(req.min_compute_capability == 90);
+  CHECK(!req.variable_lengths);  // dense batches on this kernel
+  CHECK(req.block_m == 64);
+}
+
+TEST_CASE("runs_sm90_backward_default: dense calls up to head dim 128 on sm_90a code",
+          "[backward][sm90]") {
+  flashmma::DeviceInfo h200;
+  h200.compute_capability = 90;
+  h200.smem_per_block_optin = 227 * 1024;
+  BackwardParams p = valid_params();
+  CHECK(flashmma::runs_sm90_backward_default(p, h200, /*sm90a_code=*/true));
+  CHECK(!flashmma::runs_sm90_backward_default(p, h200, /*sm90a_code=*/false));
+  flashmma::DeviceInfo a100 = h200;
+  a100.compute_capability = 80;
+  CHECK(!flashmma::runs_sm90_backward_default(p, a100, true));
+  BackwardParams wide = p;
+  wide.head_dim = 192;
+  CHECK(!flashmma::runs_sm90_backward_default(wide, h200, true));
+  BackwardParams d96 = p;
+  d96.head_dim = 96;  // the d = 128 kernel, TMA zero-filling the padding
+  d96.q_strides = d96.o_strides = d96.do_strides = d96.dq_strides =
+      flashmma::bshd_strides(p.seqlen_q, p.heads_q, 96);
+  d96.k_strides = d96.v_strides = d96.dk_strides = d96.dv_strides =
+      flashmma::bshd_strides(p.seqlen_k, p.heads_kv, 96);
+  CHECK(flashmma::runs_sm90_backward_default(d96, h200, true));
+  BackwardParams odd_stride = p;
+  odd_stride.do_strides.row += 4;  // 8 bytes: TMA needs 16-byte multiples
+  CHECK(!flashmma::runs_sm90_backward_default(odd_stride, h200, true));
+  CHECK_THAT(flashmma::sm90::check_backward_tma_layout(odd_stride).message(), Contains("d_o"));
+  BackwardParams packed = p;
+  int32_t cu_seqlens[3] = {0, 50, 100};
+  packed.cu_seqlens_q = packed.cu_seqlens_k = cu_seqlens;
+  CHECK(!flashmma::runs_sm90_backward_default(packed, h200, true));
 }

@@ -25,6 +25,13 @@
 
 namespace flashmma {
 
+// Every score kept: no dropout.
+struct KeepAll {
+  static constexpr bool kEnabled = false;
+  float scale = 1.f;
+  FLASHMMA_DEVICE bool kept(int, int) const { return true; }
+};
+
 template <class Policy>
 struct BackwardScores {
   Policy policy;
@@ -66,6 +73,51 @@ struct BackwardScores {
             if (hidden) p = 0.f;
           }
           score = p;
+        });
+  }
+
+  // Both steps in one pass over S^T and dP^T, for a kernel that holds the two at once (the
+  // Hopper backward): the gradient factor is a temporary instead of an array as large as S^T
+  // (which made the d = 64 Hopper tile spill 296 bytes under softcap). `keep` is KeepAll or a
+  // dropout mask (attention/dropout.cuh's KeptScores): dP is scaled where kept and 0 where
+  // dropped before dS = P (dP - D), and P^T keeps only the kept probabilities (unscaled).
+  template <int kRowTiles, int kTiles, class Keep>
+  FLASHMMA_DEVICE void probabilities_and_gradients(float (&s)[kRowTiles][kTiles][4],
+                                                   float (&dp)[kRowTiles][kTiles][4],
+                                                   const float* lse_log2, const float* delta,
+                                                   int first_key, int first_query,
+                                                   bool needs_mask, const Keep& keep) const {
+    for_each_accumulator_index<kRowTiles, kTiles>(
+        lane, [&](const AccumulatorIndex& i, int row, int column) {
+          float& score = s[i.rt][i.t][i.reg];
+          const ScoreCoord c{batch, head, first_query + column, first_key + row};
+          const float reference = lse_log2[column];
+          float p;
+          float factor = 1.f;
+          if constexpr (Policy::kTransformsScores) {
+            const float scaled = score * softmax_scale;
+            const float logit = policy.transform(scaled, c, lengths);
+            factor = policy.transform_gradient(scaled, logit, c, lengths);
+            p = ptx::ex2_approx(fmaf(logit, kLog2e, -reference));
+          } else {
+            p = ptx::ex2_approx(fmaf(score, softmax_scale_log2, -reference));
+          }
+          if (needs_mask) {
+            const bool hidden =
+                (c.key >= lengths.seqlen_k) | !policy_visible(policy, c, lengths);
+            if (hidden) p = 0.f;
+          }
+          float grad = dp[i.rt][i.t][i.reg];
+          if constexpr (Keep::kEnabled) {
+            const bool kept = keep.kept(i.t, i.reg);
+            grad = kept ? grad * keep.scale : 0.f;
+            score = kept ? p : 0.f;
+          } else {
+            score = p;
+          }
+          float ds = p * (grad - delta[column]);
+          if constexpr (kFactors) ds *= factor;
+          dp[i.rt][i.t][i.reg] = ds;
         });
   }
 

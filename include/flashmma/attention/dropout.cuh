@@ -34,6 +34,16 @@ struct KeepBits {
   }
 };
 
+// A mask as BackwardScores::probabilities_and_gradients takes it: the kept elements of a
+// lane's fragments and the scale 1 / (1 - p).
+template <int kTiles>
+struct KeptScores {
+  static constexpr bool kEnabled = true;
+  const KeepBits<kTiles>& bits;
+  float scale;
+  FLASHMMA_DEVICE bool kept(int tile, int reg) const { return bits.kept(tile, reg); }
+};
+
 // The mask of one (batch, query head); `stream` is batch * heads_q + head.
 struct WarpDropout {
   DropoutArgs args;

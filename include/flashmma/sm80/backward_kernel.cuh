@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "flashmma/attention/backward_args.hpp"
+#include "flashmma/attention/backward_gradients.cuh"
 #include "flashmma/attention/backward_scores.cuh"
 #include "flashmma/attention/dropout.cuh"
 #include "flashmma/attention/key_range.hpp"
@@ -197,13 +198,15 @@ struct BackwardKernel {
                                                     dq_column, lane);
         const int64_t row = kv_seq.workspace_row_of(step_member(previous));
         const int first_query = step_first_query(previous);
-        int32_t* const order = args.order + (row + first_query) / kBackwardMinBlockM;
+        const auto turn = make_dq_turn(
+            args.order + (row + first_query) / kBackwardMinBlockM, threadIdx.x == 0,
+            [] { __syncthreads(); });
         if (args.deterministic) {
-          wait_for_turn(order, params.policy, lengths, n_block, first_query / kBlockM);
+          turn.wait(params.policy, lengths, n_block, first_query / kBlockM, kBlockN, kBlockM);
         }
-        add_dq(args.dq_accum + row * head_dim, dq, first_query + dq_row, dq_column,
-               lengths.seqlen_q, head_dim, lane);
-        if (args.deterministic) pass_turn(order, n_block);
+        add_dq_rows(args.dq_accum + row * head_dim, dq, first_query + dq_row, dq_column,
+                    lengths.seqlen_q, head_dim, lane);
+        if (args.deterministic) turn.pass(n_block);
       }
       if (step == steps) break;
 
@@ -290,83 +293,9 @@ struct BackwardKernel {
     }
   }
 
-  // The deterministic order of dQ's sums (params.deterministic): the block adds the dQ of a
-  // query tile once the last key tile before it that sees the tile has added its own, and then
-  // records that it has. The earlier tile's block was launched first and waits only on earlier
-  // ones, so the wait ends.
-  static FLASHMMA_DEVICE void wait_for_turn(const int32_t* order, const Policy& policy,
-                                            const SequenceLengths& lengths, int key_tile,
-                                            int query_tile) {
-    if (threadIdx.x == 0) {
-      const int32_t turn = static_cast<int32_t>(
-          previous_key_tile_seeing(policy, lengths, key_tile, query_tile, Config::kBlockN,
-                                   Config::kBlockM) + 1);
-      while (ptx::load_acquire(order) != turn) {
-      }
-    }
-    __syncthreads();
-  }
-  static FLASHMMA_DEVICE void pass_turn(int32_t* order, int key_tile) {
-    __threadfence();  // this thread's reductions, before the flag
-    __syncthreads();  // every thread's
-    if (threadIdx.x == 0) ptx::store_release(order, key_tile + 1);
-  }
-
   // The dS^T buffer of step `step` (two alternate).
   static FLASHMMA_DEVICE Element* ds_buffer(Element* ds_t, int step) {
     return ds_t + (step % 2) * Config::kDsElements;
-  }
-
-  // dQ of the warp's 16 query rows (from `first_query`) and its columns, added to the fp32
-  // accumulator rows of the head (row stride head_dim); rows past the sequence are skipped. A
-  // lane's two rows get one address and one predicate each, and every column is an immediate
-  // offset from it unless the head dim ends inside the warp's columns.
-  static FLASHMMA_DEVICE void add_dq(float* accumulator, const float (&dq)[Config::kDqTiles][4],
-                                     int first_query, int first_column, int seqlen_q,
-                                     int head_dim, int lane) {
-    const fragment::Coord c = fragment::c_coord(lane, 0);
-    const int query = first_query + c.row;
-    float* const row = accumulator + static_cast<int64_t>(query) * head_dim + first_column + c.col;
-    float* const row_below = row + 8 * head_dim;
-    const bool all_columns = first_column + Config::kDqColumns <= head_dim;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      if (query + 8 * half >= seqlen_q) continue;
-      float* const target = half == 0 ? row : row_below;
-#pragma unroll
-      for (int t = 0; t < Config::kDqTiles; ++t) {
-        if (all_columns || first_column + t * kMmaN + c.col < head_dim) {
-          ptx::red_add_pair(target + t * kMmaN, dq[t][2 * half], dq[t][2 * half + 1]);
-        }
-      }
-    }
-  }
-
-  // A warp's 16 rows of dK or dV (from `first_key`) and its columns, as element pairs; with
-  // `accumulate`, added to what the rows hold.
-  static FLASHMMA_DEVICE void store_gradient(Element* rows, int64_t row_stride,
-                                             const float (&grad)[Config::kGradTiles][4],
-                                             int first_key, int first_column, int seqlen_k,
-                                             int head_dim, bool accumulate, int lane) {
-#pragma unroll
-    for (int t = 0; t < Config::kGradTiles; ++t) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const fragment::Coord c = fragment::c_coord(lane, 2 * half);
-        const int key = first_key + c.row;
-        const int column = first_column + t * kMmaN + c.col;
-        if (key >= seqlen_k || column >= head_dim) continue;
-        uint32_t* pair = reinterpret_cast<uint32_t*>(rows + key * row_stride + column);
-        float first = grad[t][2 * half];
-        float second = grad[t][2 * half + 1];
-        if (accumulate) {
-          const float2 old = unpack_pair<Element>(*pair);
-          first += old.x;
-          second += old.y;
-        }
-        *pair = pack_pair<Element>(first, second);
-      }
-    }
   }
 };
 

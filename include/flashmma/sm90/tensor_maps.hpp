@@ -6,7 +6,8 @@
 // are not stored. A packed tensor (cu_seqlens_q for Q and O, cu_seqlens_k for K and V) is one
 // batch entry of all its rows (total_q, total_k): the kernel addresses a sequence's rows from
 // its first, and rows of the next sequence that a box takes in are masked (keys) or not stored
-// (queries; sm90/forward_kernel.cuh's write_output).
+// (queries; sm90/forward_kernel.cuh's write_output). The backward kernel loads Q, K, V and dO
+// through the same views (dense batches).
 #pragma once
 
 #include <cuda.h>
@@ -14,9 +15,11 @@
 #include <cstdint>
 #include <string>
 
+#include "flashmma/backward_params.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/ptx/sm90/tensor_map.hpp"
 #include "flashmma/status.hpp"
+#include "flashmma/traits/sm90_backward_config.hpp"
 #include "flashmma/traits/sm90_tile_config.hpp"
 
 namespace flashmma {
@@ -156,6 +159,59 @@ Status make_forward_tensor_maps(const ForwardParams& p, Maps& maps) {
   return detail::encode_forward_map("o", p.o, p.dtype, p.head_dim, queries.rows, p.heads_q,
                                     queries.batch, p.o_strides, Config::kRowsPerWarpgroup,
                                     &maps.o);
+}
+
+// The backward kernel's loads (sm90/backward_kernel.cuh): Q, K, V and dO of a dense batch, the
+// same rank-4 views as the forward's. Ok when TMA can describe all four, else the error of the
+// first that cannot be, naming it; the default backward dispatch asks it to choose between the
+// kernels.
+[[nodiscard]] inline Status check_backward_tma_layout(const BackwardParams& p) {
+  struct Tensor {
+    const char* name;
+    const void* data;
+    int64_t rows;
+    int64_t heads;
+    const TensorStrides& strides;
+  };
+  const Tensor tensors[4] = {{"q", p.q, p.seqlen_q, p.heads_q, p.q_strides},
+                             {"k", p.k, p.seqlen_k, p.heads_kv, p.k_strides},
+                             {"v", p.v, p.seqlen_k, p.heads_kv, p.v_strides},
+                             {"d_o", p.d_o, p.seqlen_q, p.heads_q, p.do_strides}};
+  for (const Tensor& t : tensors) {
+    ptx::sm90::TensorTile tile;
+    if (Status s = detail::forward_tensor_tile(t.name, t.data, p.dtype, p.head_dim, t.rows,
+                                               t.heads, p.batch, t.strides, ptx::sm90::kWgmmaM,
+                                               tile);
+        !s)
+      return s;
+    if (Status s = ptx::sm90::check_tensor_tile(tile); !s) {
+      return Status::error(s.code(), std::string(t.name) + ": " + s.message());
+    }
+  }
+  return Status::success();
+}
+
+// Fills `maps` (q, k, v, d_o) for an Sm90BackwardTileConfig from validated params (dense).
+template <class Config, class Maps>
+Status make_backward_tensor_maps(const BackwardParams& p, Maps& maps) {
+  static_assert(IsSm90BackwardTileConfig<Config>::value,
+                "Config must be a flashmma::Sm90BackwardTileConfig<...>");
+  if (Status s = detail::encode_forward_map("q", p.q, p.dtype, p.head_dim, p.seqlen_q, p.heads_q,
+                                            p.batch, p.q_strides, Config::kBlockM, &maps.q);
+      !s)
+    return s;
+  if (Status s = detail::encode_forward_map("k", p.k, p.dtype, p.head_dim, p.seqlen_k,
+                                            p.heads_kv, p.batch, p.k_strides, Config::kBlockN,
+                                            &maps.k);
+      !s)
+    return s;
+  if (Status s = detail::encode_forward_map("v", p.v, p.dtype, p.head_dim, p.seqlen_k,
+                                            p.heads_kv, p.batch, p.v_strides, Config::kBlockN,
+                                            &maps.v);
+      !s)
+    return s;
+  return detail::encode_forward_map("d_o", p.d_o, p.dtype, p.head_dim, p.seqlen_q, p.heads_q,
+                                    p.batch, p.do_strides, Config::kBlockM, &maps.d_o);
 }
 
 }  // namespace sm90
