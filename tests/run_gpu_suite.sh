@@ -16,6 +16,9 @@
 #                (windows, ALiBi, softcap, a user policy; racecheck on the window cases)
 #   variants     memcheck on the variant fields through forward<Config>(params) and on the
 #                document-mask policy (device arrays of its own)
+#   backward     compute-sanitizer memcheck, racecheck and synccheck on the backward kernels
+#                (dQ's atomics; the Hopper kernel's dS^T and P^T through shared memory) with
+#                windows, softcap and ALiBi, portable and Hopper
 #   no_arch      examples/basic_forward.cu built by plain `nvcc` without -arch (compute_75 only
 #                under CUDA 13): it must be refused with kUnsupportedDevice, never run
 # ONLY_POLICIES=1 builds only test_forward_policies and runs only its sanitizer step.
@@ -123,6 +126,21 @@ sanitize_variants() {
   return $status
 }
 
+# The backward kernels with the policy that skips and masks the most (a window, softcap, ALiBi)
+# under the three tools: the portable kernel and the Hopper one (its three head-dim tiles).
+sanitize_backward() {
+  local status=0 tool
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_backward" \
+      "backward: windows, softcap and ALiBi together*" > "$WORK_DIR/san.out" 2>&1 || status=1
+    tail -n 4 "$WORK_DIR/san.out"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_backward_sm90" \
+      "sm90 backward: windows, softcap and ALiBi together*" > "$WORK_DIR/san.out" 2>&1 || status=1
+    tail -n 4 "$WORK_DIR/san.out"
+  done
+  return $status
+}
+
 # The build mistake of a user who forgets -arch: it must compile, and be refused at run time.
 no_arch() {
   nvcc -std=c++17 -I"$REPO/include" "$REPO/examples/basic_forward.cu" -o "$WORK_DIR/no_arch" &&
@@ -141,6 +159,7 @@ if [ -z "${ONLY_POLICIES:-}" ]; then
 fi
 step policies sanitize_policies
 [ -z "${ONLY_POLICIES:-}" ] && step variants sanitize_variants
+[ -z "${ONLY_POLICIES:-}" ] && step backward sanitize_backward
 step no_arch no_arch
 
 finish_run

@@ -19,7 +19,7 @@
 //
 // Config is a BackwardTileConfig (the portable mma.sync kernel, sm80/backward_kernel.cuh; dense
 // and packed batches) or an Sm90BackwardTileConfig (the Hopper kernel, sm90/backward_kernel.cuh;
-// dense batches, head dims up to 128, sm_90a code). Each validates everything first
+// dense batches, sm_90a code). Each validates everything first
 // (backward_validate.hpp) and returns an error Status without launching or writing anything when
 // an argument is wrong. A call is three launches on `stream`: the row preprocessing (D = dO . O,
 // the LSE in base 2, dQ's accumulator zeroed), the main kernel, and dQ's conversion. dK and dV
@@ -247,15 +247,12 @@ Status run_backward_config(const BackwardParams& params, cudaStream_t stream) {
 template <class Element, int HeadDim>
 Status backward_default_config(const BackwardParams& params, const DeviceInfo& device,
                                cudaStream_t stream) {
-  if constexpr (HeadDim <= 128) {
-    using Hopper = Sm90DefaultBackwardConfigT<Element, HeadDim>;
-    const bool sm90a_code =
-        device.compute_capability == 90 &&
-        sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
-    if (runs_sm90_backward_default(params, device, sm90a_code) &&
-        validate_for_device(device, backward_kernel_requirements<Hopper>()).ok()) {
-      return run_backward_config<Hopper>(params, stream);
-    }
+  using Hopper = Sm90DefaultBackwardConfigT<Element, HeadDim>;
+  const bool sm90a_code = device.compute_capability == 90 &&
+                          sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
+  if (runs_sm90_backward_default(params, device, sm90a_code) &&
+      validate_for_device(device, backward_kernel_requirements<Hopper>()).ok()) {
+    return run_backward_config<Hopper>(params, stream);
   }
   return run_backward_config<DefaultBackwardConfigT<Element, HeadDim>>(params, stream);
 }
@@ -264,12 +261,12 @@ Status backward_default_config(const BackwardParams& params, const DeviceInfo& d
 
 // The default dispatch: the default backward config of the smallest kernel head dim (64, 128,
 // 256) that holds params.head_dim, with the built-in policy, on Hopper's kernel where
-// runs_sm90_backward_default (backward_plan.hpp) says so (dense batches, head dims up to 128,
-// on a compute capability 9.0 GPU running sm_90a code), else the portable one; with
-// dropout_p > 0, their kernels compiled with dropout. A translation unit that calls it compiles
-// 108 portable backward kernels (three head dims, two element types, six policies; dense
-// batches, packed ones, and dropout) and 48 Hopper ones (two head dims, two element types, six
-// policies, with and without dropout; empty outside an sm_90a pass); backward<Config> compiles
+// runs_sm90_backward_default (backward_plan.hpp) says so (dense batches on a compute capability
+// 9.0 GPU running sm_90a code), else the portable one; with dropout_p > 0, their kernels compiled
+// with dropout. A translation unit that calls it compiles 108 portable backward kernels (three
+// head dims, two element types, six policies; dense batches, packed ones, and dropout) and 72
+// Hopper ones (three head dims, two element types, six policies, with and without dropout; empty
+// outside an sm_90a pass); backward<Config> compiles
 // twelve (six policies, dense and packed batches) or six (Hopper). A template only so that
 // including this header instantiates nothing.
 template <int kUnused = 0>

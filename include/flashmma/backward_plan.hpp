@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which kernel backward(params) runs, as host code callable from a .cpp file (the forward's
 // counterpart is launch_plan.hpp): the Hopper default (traits/sm90_backward_config.hpp) on a
-// compute capability 9.0 GPU whose loaded code holds sm_90a, for a dense batch at a kernel head
-// dim of 64 or 128 whose Q, K, V and dO TMA can describe; else the portable default
+// compute capability 9.0 GPU whose loaded code holds sm_90a, for a dense batch whose Q, K, V and
+// dO TMA can describe (every kernel head dim: 64, 128, 256); else the portable default
 // (traits/backward_config.hpp), which takes every valid call.
 #pragma once
 
@@ -18,8 +18,7 @@ namespace flashmma {
 inline bool runs_sm90_backward_default(const BackwardParams& p, const DeviceInfo& device,
                                        bool sm90a_code) {
   if (!sm90a_code || device.compute_capability != 90) return false;
-  const int kernel_head_dim = backward_kernel_head_dim_for(p.head_dim);
-  if (kernel_head_dim != 64 && kernel_head_dim != 128) return false;
+  if (backward_kernel_head_dim_for(p.head_dim) == 0) return false;
   if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) return false;
   return sm90::check_backward_tma_layout(p).ok();
 }

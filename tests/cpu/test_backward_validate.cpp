@@ -227,6 +227,21 @@ TEST_CASE("Hopper backward configs: the two dQ splits, the tiles' two views, sha
     }
   }
   STATIC_REQUIRE(D128::kSmemBytes <= 227 * 1024);
+  // d = 256: the consumers share 64 keys and split the queries of S^T and the head dim of the
+  // gradients; P^T and dS^T go through shared memory, read K-major (dV, dK) and MN-major (dQ).
+  using D256 = flashmma::Sm90DefaultBackwardConfigT<__half, 256>;
+  STATIC_REQUIRE(D256::kSplitsHeadDim);
+  STATIC_REQUIRE(D256::kBlockN == 64);
+  STATIC_REQUIRE(D256::kScoreQueries == 32);
+  STATIC_REQUIRE(D256::kGradColumns == 128);
+  STATIC_REQUIRE(D256::kDqColumns == 128);
+  STATIC_REQUIRE(D256::kSmemBytes <= 227 * 1024);
+  STATIC_REQUIRE(!D128::kSplitsHeadDim && D128::kScoreQueries == 64 && D128::kGradColumns == 128);
+  for (int key = 0; key < D256::kBlockN; ++key) {
+    for (int query = 0; query < D256::kBlockM; query += 3) {
+      CHECK(D256::ScoreTile::byte_offset(key, query) == D256::DsTile::byte_offset(query, key));
+    }
+  }
   STATIC_REQUIRE(flashmma::Sm90BackwardTileConfig<__half, 128, 64, 3>::kSmemBytes <= 227 * 1024);
   const flashmma::KernelRequirements req = flashmma::backward_kernel_requirements<D128>();
   CHECK(req.min_compute_capability == 90);
@@ -245,9 +260,16 @@ TEST_CASE("runs_sm90_backward_default: dense calls up to head dim 128 on sm_90a 
   flashmma::DeviceInfo a100 = h200;
   a100.compute_capability = 80;
   CHECK(!flashmma::runs_sm90_backward_default(p, a100, true));
-  BackwardParams wide = p;
-  wide.head_dim = 192;
-  CHECK(!flashmma::runs_sm90_backward_default(wide, h200, true));
+  BackwardParams too_wide = p;
+  too_wide.head_dim = 264;  // no kernel head dim holds it
+  CHECK(!flashmma::runs_sm90_backward_default(too_wide, h200, true));
+  BackwardParams d200 = p;  // the d = 256 kernel, the consumers splitting the head dim
+  d200.head_dim = 200;
+  d200.q_strides = d200.o_strides = d200.do_strides = d200.dq_strides =
+      flashmma::bshd_strides(p.seqlen_q, p.heads_q, 200);
+  d200.k_strides = d200.v_strides = d200.dk_strides = d200.dv_strides =
+      flashmma::bshd_strides(p.seqlen_k, p.heads_kv, 200);
+  CHECK(flashmma::runs_sm90_backward_default(d200, h200, true));
   BackwardParams d96 = p;
   d96.head_dim = 96;  // the d = 128 kernel, TMA zero-filling the padding
   d96.q_strides = d96.o_strides = d96.do_strides = d96.dq_strides =

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Hopper backward kernel (sm90::BackwardKernel, through backward<Sm90BackwardTileConfig>)
-// against the fp64 host reference (support/backward_reference.hpp): both defaults (d = 64 with
-// BlockM 128, dQ split by query rows; d = 128 with BlockM 64, dQ split by head-dim columns), a
-// head dim padded to 128 in shared memory, three stages; odd lengths in both orders, GQA and MQA,
+// against the fp64 host reference (support/backward_reference.hpp): the three defaults (d = 64
+// with BlockM 128, dQ split by query rows; d = 128 with BlockM 64, dQ split by head-dim columns;
+// d = 256, the consumers splitting the head dim), a head dim padded to 128 in shared memory, three
+// stages; odd lengths in both orders, GQA and MQA,
 // every layout, head dims below the kernel's, rows that see no key, an explicit scale,
 // accumulation into dK and dV; every built-in policy and a user's own; dropout; the
 // deterministic order; and backward(params) choosing this kernel on the GPU. Built for sm_90a
@@ -40,7 +41,8 @@ using flashmma::test::Layout;
 using flashmma::test::ReferenceDropout;
 
 using DefaultConfigs = std::tuple<flashmma::Sm90DefaultBackwardConfigT<__half, 64>,
-                                  flashmma::Sm90DefaultBackwardConfigT<__nv_bfloat16, 128>>;
+                                  flashmma::Sm90DefaultBackwardConfigT<__nv_bfloat16, 128>,
+                                  flashmma::Sm90DefaultBackwardConfigT<__half, 256>>;
 using Configs = decltype(std::tuple_cat(
     DefaultConfigs{}, std::tuple<Sm90BackwardTileConfig<__nv_bfloat16, 96, 64>,
                                  Sm90BackwardTileConfig<__half, 128, 64, /*Stages=*/3>>{}));
@@ -193,9 +195,6 @@ TEST_CASE("sm90 backward: backward(params) runs it on this GPU, with params' pol
   BackwardParams odd_stride = shape;
   odd_stride.q_strides.row = 4 * 128 + 4;  // 8 bytes past a 16-byte multiple: no TMA map
   CHECK(!flashmma::runs_sm90_backward_default(odd_stride, device, loaded));
-  BackwardParams wide = shape;
-  wide.head_dim = 200;
-  CHECK(!flashmma::runs_sm90_backward_default(wide, device, loaded));
 
   const BackwardCase c = flashmma::test::backward_case(2, 100, 120, 4, 2, 128);
   const SlidingWindow causal{{}, -1, 0};
@@ -203,12 +202,14 @@ TEST_CASE("sm90 backward: backward(params) runs it on this GPU, with params' pol
     p.mask = flashmma::MaskKind::kCausal;
     return flashmma::backward(p);
   });
-  const BackwardCase d96 = flashmma::test::backward_case(1, 150, 150, 2, 1, 96);
   const Combined<Softcap, SlidingWindow> softcap{{}, Softcap::with_cap(5.f), {{}, -1, -1}};
-  flashmma::test::check_backward_case<__half>(d96, softcap, [](BackwardParams p) {
-    p.softcap = 5.f;
-    return flashmma::backward(p);
-  });
+  for (const int64_t d : {96, 200}) {  // the d = 128 and d = 256 kernels, padded
+    const BackwardCase padded = flashmma::test::backward_case(1, 150, 150, 2, 1, d);
+    flashmma::test::check_backward_case<__half>(padded, softcap, [](BackwardParams p) {
+      p.softcap = 5.f;
+      return flashmma::backward(p);
+    });
+  }
 }
 
 TEST_CASE("sm90 backward: refusals launch nothing and name the field", "[gpu][sm90][backward]") {

@@ -4,29 +4,30 @@
 // and dQ's deterministic order, dropout) and the sm90 PTX layer, in the portable backward's
 // order (sm80/backward_kernel.cuh; the GEMMs and the roles: traits/sm90_backward_config.hpp).
 //
-// One block per (key tile of 128 keys, K/V head, batch):
+// One block per (key tile of BlockN keys, K/V head, batch):
 //
 //   producer warpgroup (registers lowered; one elected thread works)
 //     K, V -> smem once (TMA, kv_full)
 //     for each step t (query head of the group, query tile that sees the keys), slot t % Stages:
 //       wait q_empty[slot]; Q_t, dO_t (TMA) and their rows' LSE and D (bulk copies of the
 //       workspace rows) -> smem, q_full[slot]
-//   consumer warpgroup c, keys [64 c, 64 c + 64) of the tile:
+//   consumer warpgroup c (its keys and queries, or its head-dim columns: the config's split):
 //     wait kv_full
 //     for each step t:
-//       wait q_full; S^T = K_c Q_t^T, dP^T = V_c dO_t^T (SS, one group), wait
-//       P^T, dS^T (BackwardScores, dropout); dS^T -> the step's dS buffer
-//       dV += P^T dO_t, dK += dS^T Q_t (RS, one group)
-//       both consumers meet (named barrier): the whole dS^T of the step is in shared memory
-//       dQ_t = dS K, its share (SS, one group); wait for the RS group, release the slot
-//       (q_empty); wait for dQ; add it to the fp32 accumulator (in the deterministic order
-//       when asked)
+//       wait q_full; S^T, dP^T of its keys and queries (SS, one group), wait
+//       P^T, dS^T (BackwardScores, dropout); dS^T (and P^T when the head dim is split) -> the
+//       step's buffers
+//       keys split: dV += P^T dO_t, dK += dS^T Q_t (RS, one group)
+//       both consumers meet (named barrier): the step's dS^T (and P^T) are whole in shared memory
+//       head dim split: dV += P^T dO_t, dK += dS^T Q_t for its columns (SS)
+//       dQ_t = dS K, its share (SS); wait for the group(s), release the slot (q_empty); add dQ
+//       to the fp32 accumulator (in the deterministic order when asked)
 //     dK *= scale (and dV *= 1 / (1 - p) with dropout), stored from registers
 //
-// dS^T alternates between two buffers: the meeting of step t tells that both warpgroups are done
-// with dQ_(t-1)'s, whose buffer step t + 1 writes. The slot's barriers follow the forward's rule
-// (sm90/forward_kernel.cuh): round r of a slot waits for parity r % 2 of q_full; the producer
-// waits for parity (r + 1) % 2 of q_empty, which a fresh barrier passes.
+// dS^T and P^T alternate between two buffers: the meeting of step t tells that both warpgroups
+// are done with step t - 1's products, whose buffers step t + 1 writes. The slot's barriers follow
+// the forward's rule (sm90/forward_kernel.cuh): round r of a slot waits for parity r % 2 of
+// q_full; the producer waits for parity (r + 1) % 2 of q_empty, which a fresh barrier passes.
 //
 // Dense batches only: packed sequences run on the portable kernel (a box of packed Q would take
 // the next sequence's rows in, whose dO is not zero).
@@ -93,11 +94,14 @@ struct BackwardKernel {
   static constexpr int kHeadDim = Config::kHeadDimPadded;
   static constexpr int kSubTile = kSm90SubTileElements;
   static constexpr uint32_t kSubTileRowBytes = kSubTile * sizeof(Element);  // 128
-  static constexpr int kQueryTiles = kBlockM / kMmaN;       // n8 tiles of S^T's columns
-  static constexpr int kQuerySlices = kBlockM / kMmaK;      // k16 slices of dV's and dK's sums
-  static constexpr int kHeadDimSlices = kHeadDim / kMmaK;   // k16 slices of S^T's and dP^T's
-  static constexpr int kKeySlices = kBlockN / kMmaK;        // k16 slices of dQ's
-  static constexpr int kGradTiles = kHeadDim / kMmaN;
+  static constexpr int kScoreQueries = Config::kScoreQueries;  // a consumer's S^T columns
+  static constexpr int kQueryTiles = kScoreQueries / kMmaN;     // n8 tiles of them
+  static constexpr int kQuerySlices = kScoreQueries / kMmaK;    // k16 slices (RS operands)
+  static constexpr int kBlockQuerySlices = kBlockM / kMmaK;     // k16 slices of dV's, dK's sums
+  static constexpr int kHeadDimSlices = kHeadDim / kMmaK;       // k16 slices of S^T's, dP^T's
+  static constexpr int kKeySlices = kBlockN / kMmaK;            // k16 slices of dQ's
+  static constexpr int kGradColumns = Config::kGradColumns;     // a consumer's dK, dV columns
+  static constexpr int kGradTiles = kGradColumns / kMmaN;
   static constexpr int kDqTiles = Config::kDqColumns / kMmaN;
 
   static GridShape grid(const ProblemShape& shape) {
@@ -119,6 +123,9 @@ struct BackwardKernel {
     }
     FLASHMMA_DEVICE unsigned char* ds(int step) const {
       return base + Config::kDsOffset + static_cast<std::size_t>(step % 2) * Config::kDsBytes;
+    }
+    FLASHMMA_DEVICE unsigned char* p(int step) const {  // kSplitsHeadDim only
+      return base + Config::kPOffset + static_cast<std::size_t>(step % 2) * Config::kDsBytes;
     }
     FLASHMMA_DEVICE float* lse_log2(int slot) const {
       return reinterpret_cast<float*>(base + Config::kLseOffset) + slot * kBlockM;
@@ -287,34 +294,41 @@ struct BackwardKernel {
     for (int s = 0; s < kQuerySlices; ++s) ptx::sm90::wgmma_fence_operand(operand[s]);
   }
 
-  // This warpgroup's 64 rows of dS^T (packed as the RS operand) into the step's buffer, where
-  // dQ's wgmma reads them as the MN-major A (queries contiguous): element pairs of adjacent
-  // queries are one 32-bit store.
-  static FLASHMMA_DEVICE void store_ds(unsigned char* buffer, const Operand& ds, int thread,
-                                       int first_key_row) {
+  // This warpgroup's rows of dS^T or P^T (packed as the RS operand; its keys from
+  // `first_key_row`, its queries from `first_query_column`) into the step's buffer, where the
+  // wgmmas read them as dQ's MN-major A (queries contiguous) or dK's and dV's K-major A: element
+  // pairs of adjacent queries are one 32-bit store.
+  static FLASHMMA_DEVICE void store_scores(unsigned char* buffer, const Operand& operand,
+                                           int thread, int first_key_row,
+                                           int first_query_column) {
 #pragma unroll
     for (int s = 0; s < kQuerySlices; ++s) {
 #pragma unroll
       for (int r = 0; r < ptx::sm90::kWgmmaARegisters; ++r) {
         const fragment::Coord c = ptx::sm90::wgmma_a_coord(thread, r, 0);
         *reinterpret_cast<uint32_t*>(
-            buffer + Config::DsTile::byte_offset(kMmaK * s + c.col, first_key_row + c.row)) =
-            ds[s][r];
+            buffer + Config::DsTile::byte_offset(first_query_column + kMmaK * s + c.col,
+                                                 first_key_row + c.row)) = operand[s][r];
       }
     }
   }
 
-  // A consumer warpgroup: 64 keys, from S^T to its dK and dV rows and its share of every dQ.
+  // A consumer warpgroup: its share of S^T and of the gradients (the config's split), from the
+  // block's keys to its dK and dV and its share of every dQ.
   static FLASHMMA_DEVICE void consume(const Params& params, const Smem& smem, const Sequence& seq,
                                       const Block& block, int consumer) {
     namespace wg = ptx::sm90;
+    constexpr bool kSplitsHeadDim = Config::kSplitsHeadDim;
     const BackwardArgs<Element>& args = params.args;
     const SequenceLengths& lengths = seq.lengths;
     const int head_dim = args.forward.head_dim;
     const int thread = static_cast<int>(threadIdx.x) % Config::kWarpgroupThreads;
     const int warp = thread / 32;
     const int lane = thread % 32;
-    const int first_key_row = consumer * Config::kKeysPerWarpgroup;  // within the block's tile
+    // This warpgroup's keys, queries of S^T and head-dim columns of dK and dV within the block's.
+    const int first_key_row = kSplitsHeadDim ? 0 : consumer * Config::kKeysPerWarpgroup;
+    const int first_query_column = kSplitsHeadDim ? consumer * kScoreQueries : 0;
+    const int first_grad_column = kSplitsHeadDim ? consumer * kGradColumns : 0;
     const int key_row = first_key_row + warp * wg::kWgmmaRowsPerWarp;  // this warp's 16 keys
     const int first_key = block.keys.begin;
 
@@ -339,8 +353,9 @@ struct BackwardKernel {
       for (int i = 0; i < 4; ++i) dk[0][t][i] = dv[0][t][i] = 0.f;
     }
 
-    // This warpgroup's rows of K and V (A of S^T and dP^T), and what it reads for dQ: its query
-    // rows of dS (BlockM = 128) or its head-dim columns of K (BlockM = 64).
+    // Shared-memory addresses of this warpgroup's operands: its rows of K and V (A of S^T and
+    // dP^T); its query rows of dS (dQ's A, BlockM = 128) or its head-dim columns of K (dQ's B,
+    // BlockM = 64); its head-dim columns of Q and dO (dK's and dV's B, head dim split).
     const uint32_t k_address = ptx::smem_address(smem.k()) + first_key_row * kSubTileRowBytes;
     const uint32_t v_address = ptx::smem_address(smem.v()) + first_key_row * kSubTileRowBytes;
     const uint32_t dq_a_offset =
@@ -350,6 +365,8 @@ struct BackwardKernel {
         (Config::kDqSplitsRows ? 0u
                                : consumer * (Config::kDqColumns / kSubTile) *
                                      Config::KTileByColumns::kLeadingByteOffset);
+    const uint32_t grad_b_offset =
+        (first_grad_column / kSubTile) * Config::QTileByColumns::kLeadingByteOffset;
     const int dq_first_row = Config::kDqSplitsRows ? consumer * wg::kWgmmaM : 0;
     const int dq_first_column = Config::kDqSplitsRows ? 0 : consumer * Config::kDqColumns;
 
@@ -367,31 +384,33 @@ struct BackwardKernel {
       scores.head = block.first_head + g;
       const uint32_t q_address = ptx::smem_address(smem.q(slot));
       const uint32_t do_address = ptx::smem_address(smem.d_o(slot));
+      const int score_query = first_query + first_query_column;  // S^T's first column
 
       [[maybe_unused]] KeepBits<kQueryTiles> keep;
       if constexpr (Dropout::kEnabled) {
         dropout.stream = static_cast<uint32_t>(seq.batch * args.forward.heads_q + scores.head);
-        keep = dropout.template keep_rows_are_keys<kQueryTiles>(first_key + key_row, first_query);
+        keep = dropout.template keep_rows_are_keys<kQueryTiles>(first_key + key_row, score_query);
       }
 
-      // S^T and dP^T, one group.
+      // S^T and dP^T of this warpgroup's keys and queries, one group.
       Fragments<kQueryTiles> s;
       Fragments<kQueryTiles> dp;
+      const uint32_t query_rows = first_query_column * kSubTileRowBytes;
       wg::mbarrier_wait_parity(smem.q_full(slot), parity_of(step));
       wg::wgmma_fence_operand(flat(s));
       wg::wgmma_fence_operand(flat(dp));
       wg::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kHeadDimSlices; ++k) {
-        wg::wgmma_ss<Element, kBlockM, wg::Major::kK>(
+        wg::wgmma_ss<Element, kScoreQueries, wg::Major::kK>(
             flat(s), Config::KTile::descriptor(k_address, k),
-            Config::QTile::descriptor(q_address, k), /*accumulate=*/k > 0);
+            Config::QTile::descriptor(q_address + query_rows, k), /*accumulate=*/k > 0);
       }
 #pragma unroll
       for (int k = 0; k < kHeadDimSlices; ++k) {
-        wg::wgmma_ss<Element, kBlockM, wg::Major::kK>(
+        wg::wgmma_ss<Element, kScoreQueries, wg::Major::kK>(
             flat(dp), Config::KTile::descriptor(v_address, k),
-            Config::QTile::descriptor(do_address, k), /*accumulate=*/k > 0);
+            Config::QTile::descriptor(do_address + query_rows, k), /*accumulate=*/k > 0);
       }
       wg::wgmma_commit_group();
       wg::wgmma_wait_group<0>();
@@ -399,55 +418,86 @@ struct BackwardKernel {
       wg::wgmma_fence_operand(flat(dp));
 
       // P^T and dS^T in one pass (the forward's dropout mask on both, as in the portable kernel).
+      const float* const lse_log2 = smem.lse_log2(slot) + first_query_column;
+      const float* const delta = smem.delta(slot) + first_query_column;
       if constexpr (Dropout::kEnabled) {
-        scores.probabilities_and_gradients(
-            s, dp, smem.lse_log2(slot), smem.delta(slot), first_key + key_row, first_query,
-            needs_mask, KeptScores<kQueryTiles>{keep, dropout.args.scale});
+        scores.probabilities_and_gradients(s, dp, lse_log2, delta, first_key + key_row,
+                                           score_query, needs_mask,
+                                           KeptScores<kQueryTiles>{keep, dropout.args.scale});
       } else {
-        scores.probabilities_and_gradients(s, dp, smem.lse_log2(slot), smem.delta(slot),
-                                           first_key + key_row, first_query, needs_mask,
-                                           KeepAll{});
+        scores.probabilities_and_gradients(s, dp, lse_log2, delta, first_key + key_row,
+                                           score_query, needs_mask, KeepAll{});
       }
       Operand p_operand;
       Operand ds_operand;
       pack_operand(s, p_operand);
       pack_operand(dp, ds_operand);
-      store_ds(smem.ds(step), ds_operand, thread, first_key_row);
-      wg::fence_proxy_async_shared();  // dS^T's generic stores, before dQ's wgmma reads them
-
-      // dV += P^T dO, dK += dS^T Q: one group, left running.
-      fence_operand(p_operand);
-      fence_operand(ds_operand);
-      wg::wgmma_fence_operand(flat(dv));
-      wg::wgmma_fence_operand(flat(dk));
-      wg::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < kQuerySlices; ++k) {
-        wg::wgmma_rs<Element, kHeadDim, wg::Major::kMN>(
-            flat(dv), p_operand[k], Config::QTileByColumns::descriptor(do_address, k),
-            /*accumulate=*/true);
+      store_scores(smem.ds(step), ds_operand, thread, first_key_row, first_query_column);
+      if constexpr (kSplitsHeadDim) {
+        store_scores(smem.p(step), p_operand, thread, first_key_row, first_query_column);
       }
-#pragma unroll
-      for (int k = 0; k < kQuerySlices; ++k) {
-        wg::wgmma_rs<Element, kHeadDim, wg::Major::kMN>(
-            flat(dk), ds_operand[k], Config::QTileByColumns::descriptor(q_address, k),
-            /*accumulate=*/true);
-      }
-      wg::wgmma_commit_group();
+      wg::fence_proxy_async_shared();  // the generic stores, before wgmmas read them
 
-      // dQ = dS K over the block's 128 keys, once both warpgroups' dS^T is in place. dV and dK
-      // are waited for first: with their operands live through dQ's wgmma, the d = 128 tile
-      // spilled 72 bytes.
+      if constexpr (!kSplitsHeadDim) {
+        // dV += P^T dO, dK += dS^T Q from registers: one group, left running.
+        fence_operand(p_operand);
+        fence_operand(ds_operand);
+        wg::wgmma_fence_operand(flat(dv));
+        wg::wgmma_fence_operand(flat(dk));
+        wg::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kQuerySlices; ++k) {
+          wg::wgmma_rs<Element, kGradColumns, wg::Major::kMN>(
+              flat(dv), p_operand[k], Config::QTileByColumns::descriptor(do_address, k),
+              /*accumulate=*/true);
+        }
+#pragma unroll
+        for (int k = 0; k < kQuerySlices; ++k) {
+          wg::wgmma_rs<Element, kGradColumns, wg::Major::kMN>(
+              flat(dk), ds_operand[k], Config::QTileByColumns::descriptor(q_address, k),
+              /*accumulate=*/true);
+        }
+        wg::wgmma_commit_group();
+      }
+
+      // Both warpgroups' dS^T (and P^T) are in place. Keys split: dV and dK are waited for
+      // before dQ is issued (with their operands live through dQ's wgmma, the d = 128 tile
+      // spilled 72 bytes). Head dim split: dV and dK of this warpgroup's columns from shared
+      // memory, in one group with dQ.
       wg::named_barrier_sync(static_cast<uint32_t>(Barrier::kDsReady), kConsumerThreads);
-      wg::wgmma_wait_group<0>();  // dV and dK have landed: Q and dO of the slot are free
-      fence_operand(p_operand);
-      fence_operand(ds_operand);
-      wg::wgmma_fence_operand(flat(dv));
-      wg::wgmma_fence_operand(flat(dk));
-      if (thread == 0) wg::mbarrier_arrive(smem.q_empty(slot));
+      if constexpr (!kSplitsHeadDim) {
+        wg::wgmma_wait_group<0>();  // dV and dK have landed: Q and dO of the slot are free
+        fence_operand(p_operand);
+        fence_operand(ds_operand);
+        wg::wgmma_fence_operand(flat(dv));
+        wg::wgmma_fence_operand(flat(dk));
+        if (thread == 0) wg::mbarrier_arrive(smem.q_empty(slot));
+      }
       Fragments<kDqTiles> dq;
       wg::wgmma_fence_operand(flat(dq));
+      if constexpr (kSplitsHeadDim) {
+        wg::wgmma_fence_operand(flat(dv));
+        wg::wgmma_fence_operand(flat(dk));
+      }
       wg::wgmma_fence();
+      if constexpr (kSplitsHeadDim) {
+        const uint32_t p_address = ptx::smem_address(smem.p(step));
+        const uint32_t ds_address = ptx::smem_address(smem.ds(step));
+#pragma unroll
+        for (int k = 0; k < kBlockQuerySlices; ++k) {
+          wg::wgmma_ss<Element, kGradColumns, wg::Major::kMN>(
+              flat(dv), Config::ScoreTile::descriptor(p_address, k),
+              Config::QTileByColumns::descriptor(do_address + grad_b_offset, k),
+              /*accumulate=*/true);
+        }
+#pragma unroll
+        for (int k = 0; k < kBlockQuerySlices; ++k) {
+          wg::wgmma_ss<Element, kGradColumns, wg::Major::kMN>(
+              flat(dk), Config::ScoreTile::descriptor(ds_address, k),
+              Config::QTileByColumns::descriptor(q_address + grad_b_offset, k),
+              /*accumulate=*/true);
+        }
+      }
       const uint32_t dq_a_address = ptx::smem_address(smem.ds(step)) + dq_a_offset;
 #pragma unroll
       for (int k = 0; k < kKeySlices; ++k) {
@@ -458,6 +508,11 @@ struct BackwardKernel {
       wg::wgmma_commit_group();
       wg::wgmma_wait_group<0>();
       wg::wgmma_fence_operand(flat(dq));
+      if constexpr (kSplitsHeadDim) {
+        wg::wgmma_fence_operand(flat(dv));
+        wg::wgmma_fence_operand(flat(dk));
+        if (thread == 0) wg::mbarrier_arrive(smem.q_empty(slot));
+      }
 
       const int64_t row = seq.workspace_row_of(g);
       // The order's leader is the first consumer thread; the producer takes no part.
@@ -488,10 +543,10 @@ struct BackwardKernel {
         for (int i = 0; i < 4; ++i) dv[0][t][i] *= dropout.args.scale;
       }
     }
-    store_gradient(seq.dk, seq.dk_row_stride, dk[0], first_key + key_row, 0, lengths.seqlen_k,
-                   head_dim, args.accumulate_dkv, lane);
-    store_gradient(seq.dv, seq.dv_row_stride, dv[0], first_key + key_row, 0, lengths.seqlen_k,
-                   head_dim, args.accumulate_dkv, lane);
+    store_gradient(seq.dk, seq.dk_row_stride, dk[0], first_key + key_row, first_grad_column,
+                   lengths.seqlen_k, head_dim, args.accumulate_dkv, lane);
+    store_gradient(seq.dv, seq.dv_row_stride, dv[0], first_key + key_row, first_grad_column,
+                   lengths.seqlen_k, head_dim, args.accumulate_dkv, lane);
   }
 };
 

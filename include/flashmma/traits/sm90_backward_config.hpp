@@ -7,11 +7,13 @@
 //
 // (optional after BlockM: Stages = 2, ProducerRegisters = 24, ConsumerRegisters = 240)
 //
-// A block owns BlockN = 128 keys of one (batch, K/V head) and walks the query tiles of BlockM rows
-// that see them, over every query head of the head's group (as the portable backward does). One
+// A block owns BlockN keys of one (batch, K/V head) and walks the query tiles of BlockM rows that
+// see them, over every query head of the head's group (as the portable backward does). One
 // producer warpgroup (one elected thread) loads K and V once and streams Q, dO and their rows'
-// LSE and D through a ring of Stages slots with TMA; two consumer warpgroups own 64 keys each:
+// LSE and D through a ring of Stages slots with TMA; two consumer warpgroups share the work in
+// one of two ways, fixed by the head dim:
 //
+// Up to 128 (padded) head-dim columns, BlockN = 128: each consumer owns 64 keys.
 //   S^T  = K_c Q^T,  dP^T = V_c dO^T    wgmma SS (64 keys x BlockM queries), both K-major
 //   P^T, dS^T                            attention/backward_scores.cuh, in registers
 //   dV  += P^T dO,   dK  += dS^T Q      wgmma RS: P^T and dS^T straight from the accumulators
@@ -22,10 +24,18 @@
 //                                        each; BlockM = 64: half the head dim each) and add it to
 //                                        the fp32 accumulator with vector reductions
 //
+// Above 128 (kSplitsHeadDim; BlockM = 64), BlockN = 64: dK and dV of 64 keys at d = 256 would
+// take all of a thread's registers, so the consumers share the keys and split the head dim.
+//   S^T, dP^T for half of the queries each (64 keys x 32 queries), P^T and dS^T in registers,
+//   then both to shared memory; both warpgroups meet
+//   dV += P^T dO, dK += dS^T Q, dQ = dS K for half of the head-dim columns each, all three wgmma
+//   SS from shared memory (P^T and dS^T K-major as A of dV and dK, dS^T MN-major as A of dQ)
+//
 // Every tile keeps one shared-memory image for both of its roles: Q (and dO) is the K-major B of
 // S^T (N = queries) and the MN-major B of dK (N = head dim), K the K-major A of S^T and the
-// MN-major B of dQ; with the 128B swizzle those layouts are the same bytes (operand_tile.hpp).
-// The head dim is padded to a multiple of 64 in shared memory, as in the forward.
+// MN-major B of dQ, dS^T the K-major A of dK and the MN-major A of dQ; with the 128B swizzle those
+// layouts are the same bytes (operand_tile.hpp). The head dim is padded to a multiple of 64 in
+// shared memory, as in the forward.
 #pragma once
 
 #include <cstddef>
@@ -47,9 +57,8 @@ template <class Element, int HeadDim, int BlockM, int Stages = 2, int ProducerRe
 struct Sm90BackwardTileConfig {
   static_assert(IsSupportedElement<Element>::value,
                 "Element must be __half or __nv_bfloat16");
-  static_assert(HeadDim > 0 && HeadDim % 8 == 0 && HeadDim <= 128,
-                "HeadDim must be a multiple of 8 from 8 to 128 (dK and dV of 64 keys stay in a "
-                "consumer's registers; larger head dims run on the portable BackwardTileConfig)");
+  static_assert(HeadDim > 0 && HeadDim % 8 == 0 && HeadDim <= kMaxHeadDim,
+                "HeadDim must be a multiple of 8 from 8 to 256");
   static_assert(BlockM == 64 || BlockM == 128,
                 "BlockM must be 64 or 128 (the N of S^T's wgmma, the M of dQ's one or two)");
   static_assert(Stages >= 1 && Stages <= 4, "Stages must be between 1 and 4");
@@ -67,9 +76,20 @@ struct Sm90BackwardTileConfig {
       (HeadDim + kSm90SubTileElements - 1) / kSm90SubTileElements * kSm90SubTileElements;
   static constexpr int kHeadDimSubTiles = kHeadDimPadded / kSm90SubTileElements;
   static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kKeysPerWarpgroup = ptx::sm90::kWgmmaM;  // 64
-  static constexpr int kBlockN = kKeysPerWarpgroup * kConsumerWarpgroups;
+  // Above 128 columns the consumers share the block's keys and split the head dim (see above).
+  static constexpr bool kSplitsHeadDim = kHeadDimPadded > 128;
+  static_assert(!kSplitsHeadDim || (BlockM == 64 && kHeadDimPadded % 128 == 0),
+                "above 128 head-dim columns the consumer warpgroups split the head dim in whole "
+                "64-column sub-tiles, with BlockM = 64: HeadDim must be 193-256 (padded to 256) "
+                "and BlockM 64");
+  static constexpr int kKeysPerWarpgroup = ptx::sm90::kWgmmaM;  // 64: the M of S^T's wgmma
+  static constexpr int kBlockN = kSplitsHeadDim ? kKeysPerWarpgroup
+                                                : kKeysPerWarpgroup * kConsumerWarpgroups;
   static constexpr int kBlockM = BlockM;
+  // Each consumer's share: S^T's queries (its N), dK's and dV's head-dim columns.
+  static constexpr int kScoreQueries = kSplitsHeadDim ? BlockM / kConsumerWarpgroups : BlockM;
+  static constexpr int kGradColumns =
+      kSplitsHeadDim ? kHeadDimPadded / kConsumerWarpgroups : kHeadDimPadded;
   static constexpr int kStages = Stages;
   static constexpr int kWarpgroupThreads = ptx::sm90::kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
@@ -97,26 +117,29 @@ struct Sm90BackwardTileConfig {
                                        kHeadDimPadded>;
   using KTileByColumns = ptx::sm90::OperandTile<ptx::sm90::Major::kMN,
                                                 ptx::sm90::Swizzle::k128B, kHeadDimPadded, kBlockN>;
-  // dS^T: written by keys (rows) and query pairs, read as dQ's A with the queries contiguous.
+  // dS^T (and, when the head dim is split, P^T): written by keys (rows) and query pairs; read as
+  // dQ's A with the queries contiguous (DsTile) and as dK's and dV's A (ScoreTile, K-major).
   using DsTile = ptx::sm90::OperandTile<ptx::sm90::Major::kMN, ptx::sm90::Swizzle::k128B, BlockM,
                                         kBlockN>;
-  static_assert(QTile::kBytes == QTileByColumns::kBytes && KTile::kBytes == KTileByColumns::kBytes,
-                "a tile's two views must be the same bytes");
-
+  using ScoreTile = ptx::sm90::OperandTile<ptx::sm90::Major::kK, ptx::sm90::Swizzle::k128B,
+                                           kBlockN, BlockM>;
+  static_assert(DsTile::kBytes == ScoreTile::kBytes, "dS^T's two views must be the same bytes");
   static constexpr uint32_t kQBytes = QTile::kBytes;   // and dO
   static constexpr uint32_t kKVBytes = KTile::kBytes;  // K, and V
   static constexpr uint32_t kDsBytes = DsTile::kBytes;
   static constexpr uint32_t kRowValueBytes = sizeof(float) * BlockM;  // LSE or D of a tile
 
   // Shared memory, the tiles on 1024-byte boundaries: K, V, Stages x (Q, dO), two dS^T (tile t's
-  // is read for dQ while t + 1's is written), Stages x (LSE, D), the barriers; plus 1 KiB to
-  // align the dynamic base.
+  // is read for dQ while t + 1's is written) and, when the head dim is split, two P^T, Stages x
+  // (LSE, D), the barriers; plus 1 KiB to align the dynamic base.
   static constexpr std::size_t kKOffset = 0;
   static constexpr std::size_t kVOffset = kKOffset + kKVBytes;
   static constexpr std::size_t kQOffset = kVOffset + kKVBytes;
   static constexpr std::size_t kDoOffset = kQOffset + std::size_t{Stages} * kQBytes;
   static constexpr std::size_t kDsOffset = kDoOffset + std::size_t{Stages} * kQBytes;
-  static constexpr std::size_t kLseOffset = kDsOffset + 2 * std::size_t{kDsBytes};
+  static constexpr std::size_t kPOffset = kDsOffset + 2 * std::size_t{kDsBytes};
+  static constexpr std::size_t kLseOffset =
+      kPOffset + (kSplitsHeadDim ? 2 * std::size_t{kDsBytes} : 0);
   static constexpr std::size_t kDeltaOffset = kLseOffset + std::size_t{Stages} * kRowValueBytes;
   static constexpr std::size_t kBarrierOffset =
       kDeltaOffset + std::size_t{Stages} * kRowValueBytes;
@@ -124,12 +147,13 @@ struct Sm90BackwardTileConfig {
   static constexpr std::size_t kSmemBytes =
       ptx::sm90::kSwizzleAlignment + kBarrierOffset + sizeof(uint64_t) * kBarriers;
 
-  // Per consumer thread: dK and dV (padded head dim / 2 each), S^T and dP^T (BlockM / 2 each).
-  static constexpr int kAccumulatorRegisters = kHeadDimPadded + BlockM;
+  // Per consumer thread: dK and dV (kGradColumns / 2 each), S^T and dP^T (kScoreQueries / 2
+  // each).
+  static constexpr int kAccumulatorRegisters = kGradColumns + kScoreQueries;
 
   static_assert(kSmemBytes <= kSm90MaxSmemBytes,
-                "shared memory (K, V, Stages x (Q, dO), two dS^T) exceeds 227 KiB: lower Stages "
-                "or BlockM");
+                "shared memory (K, V, Stages x (Q, dO), two dS^T, two P^T above 128 columns) "
+                "exceeds 227 KiB: lower Stages or BlockM");
   static_assert(kWarpgroupThreads * (ProducerRegisters + kConsumerWarpgroups * ConsumerRegisters) <=
                     kSm90RegistersPerSm,
                 "128 * (ProducerRegisters + 2 * ConsumerRegisters) exceeds the 65536 registers of "
@@ -138,8 +162,8 @@ struct Sm90BackwardTileConfig {
                 "setmaxnreg can only lower the producer's and raise the consumers' registers from "
                 "65536 / threads (kLaunchRegisters)");
   static_assert(kAccumulatorRegisters + 32 <= ConsumerRegisters,
-                "dK, dV, S^T and dP^T (padded HeadDim + BlockM registers) leave fewer than 32 of "
-                "ConsumerRegisters for the rest: lower BlockM");
+                "dK, dV, S^T and dP^T (kGradColumns + kScoreQueries registers) leave fewer than 32 "
+                "of ConsumerRegisters for the rest: lower BlockM");
 };
 
 template <class T>
@@ -147,8 +171,8 @@ struct IsSm90BackwardTileConfig : std::false_type {};
 template <class E, int D, int M, int S, int P, int R>
 struct IsSm90BackwardTileConfig<Sm90BackwardTileConfig<E, D, M, S, P, R>> : std::true_type {};
 
-// The Hopper backward default of a kernel head dim (64 or 128; backward(params) runs a head dim
-// on the smallest that holds it, TMA zero-filling the rest).
+// The Hopper backward default of a kernel head dim (64, 128 or 256; backward(params) runs a head
+// dim on the smallest that holds it, TMA zero-filling the rest).
 template <class Element, int HeadDim>
 struct Sm90DefaultBackwardConfig;
 template <class Element>
@@ -158,6 +182,10 @@ struct Sm90DefaultBackwardConfig<Element, 64> {
 template <class Element>
 struct Sm90DefaultBackwardConfig<Element, 128> {
   using type = Sm90BackwardTileConfig<Element, 128, /*BlockM=*/64>;
+};
+template <class Element>
+struct Sm90DefaultBackwardConfig<Element, 256> {
+  using type = Sm90BackwardTileConfig<Element, 256, /*BlockM=*/64>;
 };
 template <class Element, int HeadDim>
 using Sm90DefaultBackwardConfigT = typename Sm90DefaultBackwardConfig<Element, HeadDim>::type;
