@@ -78,17 +78,13 @@ flashmma::Status run_with_mask(flashmma::BackwardParams p) {
 // the Hopper default where runs_sm90_backward_default says so, else the portable one.
 template <class Element, int HeadDim>
 flashmma::Status run_default(const flashmma::BackwardParams& p) {
-  if constexpr (HeadDim <= 128) {
-    using Hopper = flashmma::Sm90DefaultBackwardConfigT<Element, HeadDim>;
-    flashmma::DeviceInfo device;
-    if (flashmma::Status s = flashmma::query_device(device); !s) return s;
-    const bool sm90a_code =
-        device.compute_capability == 90 &&
-        flashmma::detail::sm90a_code_loaded<flashmma::sm90::BackwardKernel<Hopper, flashmma::FullAttention>>();
-    if (flashmma::runs_sm90_backward_default(p, device, sm90a_code)) {
-      return run_with_mask<Hopper>(p);
-    }
-  }
+  using Hopper = flashmma::Sm90DefaultBackwardConfigT<Element, HeadDim>;
+  flashmma::DeviceInfo device;
+  if (flashmma::Status s = flashmma::query_device(device); !s) return s;
+  const bool sm90a_code = device.compute_capability == 90 &&
+                          flashmma::detail::sm90a_code_loaded<
+                              flashmma::sm90::BackwardKernel<Hopper, flashmma::FullAttention>>();
+  if (flashmma::runs_sm90_backward_default(p, device, sm90a_code)) return run_with_mask<Hopper>(p);
   return run_with_mask<flashmma::DefaultBackwardConfigT<Element, HeadDim>>(p);
 }
 

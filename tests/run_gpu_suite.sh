@@ -132,10 +132,10 @@ sanitize_backward() {
   local status=0 tool
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_backward" \
-      "backward: windows, softcap and ALiBi together*" > "$WORK_DIR/san.out" 2>&1 || status=1
+      "backward: windows*" > "$WORK_DIR/san.out" 2>&1 || status=1
     tail -n 4 "$WORK_DIR/san.out"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_backward_sm90" \
-      "sm90 backward: windows, softcap and ALiBi together*" > "$WORK_DIR/san.out" 2>&1 || status=1
+      "sm90 backward: windows*" > "$WORK_DIR/san.out" 2>&1 || status=1
     tail -n 4 "$WORK_DIR/san.out"
   done
   return $status
