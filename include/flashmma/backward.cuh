@@ -13,6 +13,8 @@
 //                                                       runs_sm90_backward_default says so
 //                                                       (backward_plan.hpp), else the portable
 //                                                       one (traits/backward_config.hpp)
+//   flashmma::backward_default_config<Element, HeadDim>(params, stream)
+//                                                       the same for one kernel head dim
 //   flashmma::backward_with_dropout<Config>(params[, policy], stream)
 //                                                       as backward<Config>, compiled with
 //                                                       dropout (params.dropout_p)
@@ -242,22 +244,28 @@ Status run_backward_config(const BackwardParams& params, cudaStream_t stream) {
   return backward<Config>(params, stream);
 }
 
-// The default of one kernel head dim: the Hopper one where runs_sm90_backward_default says so
-// (backward_plan.hpp), else the portable one.
+}  // namespace detail
+
+// The default of one kernel head dim (64, 128 or 256), with the built-in policy params ask for:
+// the Hopper one where runs_sm90_backward_default says so (backward_plan.hpp), else the portable
+// one. backward(params) picks the head dim; a program may call one head dim's directly to spread
+// the defaults over translation units (the PyTorch extension does).
 template <class Element, int HeadDim>
-Status backward_default_config(const BackwardParams& params, const DeviceInfo& device,
-                               cudaStream_t stream) {
+[[nodiscard]] Status backward_default_config(const BackwardParams& params,
+                                             cudaStream_t stream = nullptr) {
+  if (Status s = validate_backward_params(params); !s) return s;
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
   using Hopper = Sm90DefaultBackwardConfigT<Element, HeadDim>;
-  const bool sm90a_code = device.compute_capability == 90 &&
-                          sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
+  const bool sm90a_code =
+      device.compute_capability == 90 &&
+      detail::sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
   if (runs_sm90_backward_default(params, device, sm90a_code) &&
       validate_for_device(device, backward_kernel_requirements<Hopper>()).ok()) {
-    return run_backward_config<Hopper>(params, stream);
+    return detail::run_backward_config<Hopper>(params, stream);
   }
-  return run_backward_config<DefaultBackwardConfigT<Element, HeadDim>>(params, stream);
+  return detail::run_backward_config<DefaultBackwardConfigT<Element, HeadDim>>(params, stream);
 }
-
-}  // namespace detail
 
 // The default dispatch: the default backward config of the smallest kernel head dim (64, 128,
 // 256) that holds params.head_dim, with the built-in policy, on Hopper's kernel where
@@ -266,20 +274,17 @@ Status backward_default_config(const BackwardParams& params, const DeviceInfo& d
 // with dropout. A translation unit that calls it compiles 108 portable backward kernels (three
 // head dims, two element types, six policies; dense batches, packed ones, and dropout) and 72
 // Hopper ones (three head dims, two element types, six policies, with and without dropout; empty
-// outside an sm_90a pass); backward<Config> compiles
-// twelve (six policies, dense and packed batches) or six (Hopper). A template only so that
-// including this header instantiates nothing.
+// outside an sm_90a pass); backward<Config> compiles twelve (six policies, dense and packed
+// batches) or six (Hopper). A template only so that including this header instantiates nothing.
 template <int kUnused = 0>
 [[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_backward_params(params); !s) return s;
-  DeviceInfo device;
-  if (Status s = query_device(device); !s) return s;
   const auto run = [&](auto element) {
     using Element = decltype(element);
     switch (backward_kernel_head_dim_for(params.head_dim)) {
-      case 64: return detail::backward_default_config<Element, 64>(params, device, stream);
-      case 128: return detail::backward_default_config<Element, 128>(params, device, stream);
-      default: return detail::backward_default_config<Element, 256>(params, device, stream);
+      case 64: return backward_default_config<Element, 64>(params, stream);
+      case 128: return backward_default_config<Element, 128>(params, stream);
+      default: return backward_default_config<Element, 256>(params, stream);
     }
   };
   if (params.dtype == ScalarType::kFloat16) return run(__half{});

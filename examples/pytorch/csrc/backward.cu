@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The backward kernels flashmma_torch launches: flashmma::backward(params), the default backward
-// config of each kernel head dim (64, 128, 256) for both element types and the built-in policies.
+// The backward kernels flashmma_torch launches: flashmma::backward(params)'s choice, spread over
+// two translation units by element type (backward_fp16.cu, backward_bf16.cu) so that the build
+// compiles them in parallel; this one picks the unit.
 #include "backward_launch.hpp"
-#include "flashmma/backward.cuh"
 
 namespace flashmma_torch {
 
 flashmma::Status launch_backward(const flashmma::BackwardParams& params, cudaStream_t stream) {
-  return flashmma::backward(params, stream);
+  if (params.dtype == flashmma::ScalarType::kFloat16) return backward_fp16(params, stream);
+  return backward_bf16(params, stream);
 }
 
 }  // namespace flashmma_torch

@@ -28,6 +28,8 @@ SOURCES = [
     "forward_bf16_lower.cu",
     "forward_bf16_upper.cu",
     "backward.cu",
+    "backward_fp16.cu",
+    "backward_bf16.cu",
 ]
 
 # No -std for the host compiler: the binding includes PyTorch's headers, and PyTorch picks the

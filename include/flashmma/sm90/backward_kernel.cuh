@@ -28,6 +28,11 @@
 // are done with step t - 1's products, whose buffers step t + 1 writes. The slot's barriers follow
 // the forward's rule (sm90/forward_kernel.cuh): round r of a slot waits for parity r % 2 of
 // q_full; the producer waits for parity (r + 1) % 2 of q_empty, which a fresh barrier passes.
+// Every consumer thread arrives on q_empty once it is done with the slot: each read the rows' LSE
+// and D itself (generic loads, unlike the wgmmas' reads of Q and dO), and its own arrival is what
+// orders those reads before the next bulk copy into the slot (an arrival by one thread after a
+// named barrier orders them too, but compute-sanitizer's racecheck does not follow that chain
+// and reported the copies as hazards).
 //
 // Dense batches only: packed sequences run on the portable kernel (a box of packed Q would take
 // the next sequence's rows in, whose dO is not zero).
@@ -182,7 +187,7 @@ struct BackwardKernel {
 #pragma unroll
       for (int slot = 0; slot < Config::kStages; ++slot) {
         ptx::sm90::mbarrier_init(smem.q_full(slot), 1);
-        ptx::sm90::mbarrier_init(smem.q_empty(slot), Config::kConsumerWarpgroups);
+        ptx::sm90::mbarrier_init(smem.q_empty(slot), kConsumerThreads);
       }
       ptx::sm90::fence_mbarrier_init();
     }
@@ -471,7 +476,7 @@ struct BackwardKernel {
         fence_operand(ds_operand);
         wg::wgmma_fence_operand(flat(dv));
         wg::wgmma_fence_operand(flat(dk));
-        if (thread == 0) wg::mbarrier_arrive(smem.q_empty(slot));
+        wg::mbarrier_arrive(smem.q_empty(slot));
       }
       Fragments<kDqTiles> dq;
       wg::wgmma_fence_operand(flat(dq));
@@ -511,7 +516,7 @@ struct BackwardKernel {
       if constexpr (kSplitsHeadDim) {
         wg::wgmma_fence_operand(flat(dv));
         wg::wgmma_fence_operand(flat(dk));
-        if (thread == 0) wg::mbarrier_arrive(smem.q_empty(slot));
+        wg::mbarrier_arrive(smem.q_empty(slot));
       }
 
       const int64_t row = seq.workspace_row_of(g);
