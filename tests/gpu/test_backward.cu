@@ -15,6 +15,7 @@
 #include "flashmma/backward.cuh"
 #include "support/attention_case.hpp"
 #include "support/backward_case.cuh"
+#include "support/backward_matrix.cuh"
 #include "support/gpu_helpers.cuh"
 
 namespace {
@@ -25,8 +26,6 @@ using flashmma::BackwardTileConfig;
 using flashmma::CausalMask;
 using flashmma::Combined;
 using flashmma::FullAttention;
-using flashmma::ScoreCoord;
-using flashmma::SequenceLengths;
 using flashmma::SlidingWindow;
 using flashmma::Softcap;
 using flashmma::Status;
@@ -46,79 +45,17 @@ using BackwardConfigs = decltype(std::tuple_cat(
                BackwardTileConfig<__half, 128, 32, 4, 1, flashmma::SmemLayout::kXorSwizzle>,
                BackwardTileConfig<__half, 96, 32, 4>>{}));
 
-// A user's policy: keys and queries in the same chunk of `chunk` positions see each other, and
-// each query head's scores are multiplied by its temperature (d logit / d score = temperature).
-struct ChunkedTemperature : flashmma::ScorePolicyBase {
-  static constexpr bool kMasks = true;
-  static constexpr bool kTransformsScores = true;
-  int32_t chunk = 16;
-  const float* temperatures = nullptr;  // [heads_q]
-
-  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths&) const {
-    return c.query / chunk == c.key / chunk;
-  }
-  FLASHMMA_HOST_DEVICE float transform(float score, const ScoreCoord& c,
-                                       const SequenceLengths&) const {
-    return score * temperatures[c.head];
-  }
-  FLASHMMA_HOST_DEVICE float transform_gradient(float, float, const ScoreCoord& c,
-                                                const SequenceLengths&) const {
-    return temperatures[c.head];
-  }
-};
-
-template <class Config>
-std::vector<BackwardCase> backward_cases() {
-  constexpr int64_t d = Config::kHeadDim;
-  using flashmma::test::backward_case;
-  std::vector<BackwardCase> cases = {
-      backward_case(2, 128, 128, 2, 2, d, Layout::kBSHD),
-      backward_case(1, 77, 133, 4, 2, d, Layout::kBHSD),         // GQA, seqlen_q < seqlen_k
-      backward_case(2, 200, 64, 4, 1, d, Layout::kPaddedBSHD),   // MQA, seqlen_q > seqlen_k
-      backward_case(1, 1, 50, 8, 1, d, Layout::kBSHD),           // one query
-      backward_case(1, 65, 65, 2, 1, d - 8, Layout::kBSHD),      // head_dim below the kernel's
-  };
-  BackwardCase scaled = backward_case(1, 96, 96, 2, 2, d);
-  scaled.softmax_scale = 0.3f;
-  cases.push_back(scaled);
-  BackwardCase accumulate = backward_case(1, 70, 90, 2, 1, d);
-  accumulate.accumulate_dkv = true;
-  cases.push_back(accumulate);
-  return cases;
-}
-
-// backward<Config, Policy> on every case.
-template <class Config, class Policy, class HostPolicy>
-void check_policy(const Policy& policy, const HostPolicy& host_policy) {
-  using Element = typename Config::element_type;
-  for (const BackwardCase& c : backward_cases<Config>()) {
-    flashmma::test::check_backward_case<Element>(c, host_policy, [&](const BackwardParams& p) {
-      return flashmma::backward<Config>(p, policy);
-    });
-  }
-}
-
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("backward: full attention and the causal mask", "[gpu][backward]",
                         BackwardConfigs) {
-  check_policy<TestType>(FullAttention{}, FullAttention{});
-  check_policy<TestType>(CausalMask{}, CausalMask{});
+  flashmma::test::check_backward_policy_cases<TestType>(FullAttention{}, FullAttention{});
+  flashmma::test::check_backward_policy_cases<TestType>(CausalMask{}, CausalMask{});
 }
 
 TEMPLATE_LIST_TEST_CASE("backward: windows, softcap and ALiBi together", "[gpu][backward]",
                         DefaultBackwardConfigs) {
-  const int64_t heads = 8;
-  std::vector<float> slopes;  // [batch 2, heads 8]
-  for (int64_t i = 0; i < 2 * heads; ++i) slopes.push_back(std::exp2(-0.5f * (i + 1)));
-  DeviceBuffer<float> device_slopes(static_cast<int64_t>(slopes.size()));
-  device_slopes.copy_from_host(slopes);
-  const SlidingWindow window{{}, 24, 7};
-  using All = Combined<Softcap, Combined<AlibiBias, SlidingWindow>>;
-  const All policy{{}, Softcap::with_cap(2.f), {{}, AlibiBias{{}, device_slopes.get(), heads}, window}};
-  const All host{{}, Softcap::with_cap(2.f), {{}, AlibiBias{{}, slopes.data(), heads}, window}};
-  check_policy<TestType>(window, window);
-  check_policy<TestType>(policy, host);
+  flashmma::test::check_window_softcap_alibi<TestType>();
 }
 
 using UserPolicyConfigs =
@@ -127,15 +64,7 @@ using UserPolicyConfigs =
 
 TEMPLATE_LIST_TEST_CASE("backward: a user's policy with a mask and a transform",
                         "[gpu][backward]", UserPolicyConfigs) {
-  std::vector<float> temperatures;
-  for (int i = 0; i < 8; ++i) temperatures.push_back(0.5f + 0.25f * i);
-  DeviceBuffer<float> device_temperatures(8);
-  device_temperatures.copy_from_host(temperatures);
-  ChunkedTemperature policy;
-  policy.temperatures = device_temperatures.get();
-  ChunkedTemperature host = policy;
-  host.temperatures = temperatures.data();
-  check_policy<TestType>(policy, host);
+  flashmma::test::check_user_policy<TestType>();
 }
 
 TEST_CASE("backward<Config>: the built-in policy of params' fields", "[gpu][backward]") {

@@ -6,7 +6,7 @@
 // stages; odd lengths in both orders, GQA and MQA,
 // every layout, head dims below the kernel's, rows that see no key, an explicit scale,
 // accumulation into dK and dV; every built-in policy and a user's own; dropout; the
-// deterministic order; and backward(params) choosing this kernel on the GPU. Built for sm_90a
+// deterministic order; and the default dispatch choosing this kernel on the GPU. Built for sm_90a
 // only; it skips elsewhere (test_sm90_support.cuh).
 #include "support/catch.hpp"
 
@@ -20,24 +20,21 @@
 #include "gpu/test_sm90_support.cuh"
 #include "support/attention_case.hpp"
 #include "support/backward_case.cuh"
+#include "support/backward_matrix.cuh"
 #include "support/gpu_helpers.cuh"
 
 namespace {
 
-using flashmma::AlibiBias;
 using flashmma::BackwardParams;
 using flashmma::CausalMask;
 using flashmma::Combined;
 using flashmma::FullAttention;
-using flashmma::ScoreCoord;
-using flashmma::SequenceLengths;
 using flashmma::SlidingWindow;
 using flashmma::Softcap;
 using flashmma::Sm90BackwardTileConfig;
 using flashmma::Status;
 using flashmma::test::BackwardCase;
 using flashmma::test::DeviceBuffer;
-using flashmma::test::Layout;
 using flashmma::test::ReferenceDropout;
 
 using DefaultConfigs = std::tuple<flashmma::Sm90DefaultBackwardConfigT<__half, 64>,
@@ -47,98 +44,28 @@ using Configs = decltype(std::tuple_cat(
     DefaultConfigs{}, std::tuple<Sm90BackwardTileConfig<__nv_bfloat16, 96, 64>,
                                  Sm90BackwardTileConfig<__half, 128, 64, /*Stages=*/3>>{}));
 
-// A user's policy: keys and queries in the same chunk of `chunk` positions see each other, and
-// each query head's scores are multiplied by its temperature (d logit / d score = temperature).
-struct ChunkedTemperature : flashmma::ScorePolicyBase {
-  static constexpr bool kMasks = true;
-  static constexpr bool kTransformsScores = true;
-  int32_t chunk = 16;
-  const float* temperatures = nullptr;  // [heads_q]
-
-  FLASHMMA_HOST_DEVICE bool visible(const ScoreCoord& c, const SequenceLengths&) const {
-    return c.query / chunk == c.key / chunk;
-  }
-  FLASHMMA_HOST_DEVICE float transform(float score, const ScoreCoord& c,
-                                       const SequenceLengths&) const {
-    return score * temperatures[c.head];
-  }
-  FLASHMMA_HOST_DEVICE float transform_gradient(float, float, const ScoreCoord& c,
-                                                const SequenceLengths&) const {
-    return temperatures[c.head];
-  }
-};
-
-template <class Config>
-std::vector<BackwardCase> backward_cases() {
-  constexpr int64_t d = Config::kHeadDim;
-  using flashmma::test::backward_case;
-  std::vector<BackwardCase> cases = {
-      backward_case(2, 128, 128, 2, 2, d, Layout::kBSHD),
-      backward_case(1, 77, 133, 4, 2, d, Layout::kBHSD),         // GQA, seqlen_q < seqlen_k
-      backward_case(2, 200, 64, 4, 1, d, Layout::kPaddedBSHD),   // MQA, seqlen_q > seqlen_k
-      backward_case(1, 1, 50, 8, 1, d, Layout::kBSHD),           // one query
-      backward_case(1, 65, 300, 2, 1, d - 8, Layout::kBSHD),     // head_dim below the kernel's
-      backward_case(1, 333, 257, 2, 2, d, Layout::kBSHD),        // several key and query tiles
-  };
-  BackwardCase scaled = backward_case(1, 96, 96, 2, 2, d);
-  scaled.softmax_scale = 0.3f;
-  cases.push_back(scaled);
-  BackwardCase accumulate = backward_case(1, 70, 190, 2, 1, d);
-  accumulate.accumulate_dkv = true;
-  cases.push_back(accumulate);
-  return cases;
-}
-
-template <class Config, class Policy, class HostPolicy>
-void check_policy(const Policy& policy, const HostPolicy& host_policy) {
-  using Element = typename Config::element_type;
-  for (const BackwardCase& c : backward_cases<Config>()) {
-    flashmma::test::check_backward_case<Element>(c, host_policy, [&](const BackwardParams& p) {
-      return flashmma::backward<Config>(p, policy);
-    });
-  }
-}
-
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("sm90 backward: full attention and the causal mask",
                         "[gpu][sm90][backward]", Configs) {
-  check_policy<TestType>(FullAttention{}, FullAttention{});
-  check_policy<TestType>(CausalMask{}, CausalMask{});
+  flashmma::test::check_backward_policy_cases<TestType>(FullAttention{}, FullAttention{});
+  flashmma::test::check_backward_policy_cases<TestType>(CausalMask{}, CausalMask{});
 }
 
 TEMPLATE_LIST_TEST_CASE("sm90 backward: windows, softcap and ALiBi together",
                         "[gpu][sm90][backward]", DefaultConfigs) {
-  const int64_t heads = 8;
-  std::vector<float> slopes;  // [batch 2, heads 8]
-  for (int64_t i = 0; i < 2 * heads; ++i) slopes.push_back(std::exp2(-0.5f * (i + 1)));
-  DeviceBuffer<float> device_slopes(static_cast<int64_t>(slopes.size()));
-  device_slopes.copy_from_host(slopes);
-  const SlidingWindow window{{}, 24, 7};
-  using All = Combined<Softcap, Combined<AlibiBias, SlidingWindow>>;
-  const All policy{{}, Softcap::with_cap(2.f), {{}, AlibiBias{{}, device_slopes.get(), heads}, window}};
-  const All host{{}, Softcap::with_cap(2.f), {{}, AlibiBias{{}, slopes.data(), heads}, window}};
-  check_policy<TestType>(window, window);
-  check_policy<TestType>(policy, host);
+  flashmma::test::check_window_softcap_alibi<TestType>();
 }
 
 TEST_CASE("sm90 backward: a user's policy with a mask and a transform", "[gpu][sm90][backward]") {
-  std::vector<float> temperatures;
-  for (int i = 0; i < 8; ++i) temperatures.push_back(0.5f + 0.25f * i);
-  DeviceBuffer<float> device_temperatures(8);
-  device_temperatures.copy_from_host(temperatures);
-  ChunkedTemperature policy;
-  policy.temperatures = device_temperatures.get();
-  ChunkedTemperature host = policy;
-  host.temperatures = temperatures.data();
-  check_policy<flashmma::Sm90DefaultBackwardConfigT<__nv_bfloat16, 128>>(policy, host);
+  flashmma::test::check_user_policy<flashmma::Sm90DefaultBackwardConfigT<__nv_bfloat16, 128>>();
 }
 
 TEMPLATE_LIST_TEST_CASE("sm90 backward: dropout against the reference's mask",
                         "[gpu][sm90][backward][dropout]", DefaultConfigs) {
   using Element = typename TestType::element_type;
   const ReferenceDropout dropout{0.17f, 0x243f6a8885a308d3ull, 5};
-  std::vector<BackwardCase> cases = backward_cases<TestType>();
+  std::vector<BackwardCase> cases = flashmma::test::backward_cases(TestType::kHeadDim);
   cases.erase(cases.begin() + 5, cases.end());
   for (BackwardCase& c : cases) c.dropout = dropout;
   cases[1].dropout.p = 0.5f;
@@ -175,7 +102,10 @@ TEST_CASE("sm90 backward: the deterministic mode gives the same bits in every ru
   }
 }
 
-TEST_CASE("sm90 backward: backward(params) runs it on this GPU, with params' policy fields",
+// backward(params) is a switch over backward_default_config<Element, HeadDim>; the test calls the
+// head dims it needs directly, so that this file compiles their defaults only (not all 180 of
+// the dispatch).
+TEST_CASE("sm90 backward: the default of a head dim runs it on this GPU, with params' fields",
           "[gpu][sm90][backward]") {
   flashmma::DeviceInfo device;
   REQUIRE(flashmma::query_device(device).ok());
@@ -200,16 +130,20 @@ TEST_CASE("sm90 backward: backward(params) runs it on this GPU, with params' pol
   const SlidingWindow causal{{}, -1, 0};
   flashmma::test::check_backward_case<__nv_bfloat16>(c, causal, [](BackwardParams p) {
     p.mask = flashmma::MaskKind::kCausal;
-    return flashmma::backward(p);
+    return flashmma::backward_default_config<__nv_bfloat16, 128>(p);
   });
   const Combined<Softcap, SlidingWindow> softcap{{}, Softcap::with_cap(5.f), {{}, -1, -1}};
-  for (const int64_t d : {96, 200}) {  // the d = 128 and d = 256 kernels, padded
-    const BackwardCase padded = flashmma::test::backward_case(1, 150, 150, 2, 1, d);
-    flashmma::test::check_backward_case<__half>(padded, softcap, [](BackwardParams p) {
-      p.softcap = 5.f;
-      return flashmma::backward(p);
-    });
-  }
+  // The d = 128 and d = 256 kernels, padded in shared memory.
+  const BackwardCase d96 = flashmma::test::backward_case(1, 150, 150, 2, 1, 96);
+  flashmma::test::check_backward_case<__half>(d96, softcap, [](BackwardParams p) {
+    p.softcap = 5.f;
+    return flashmma::backward_default_config<__half, 128>(p);
+  });
+  const BackwardCase d200 = flashmma::test::backward_case(1, 150, 150, 2, 1, 200);
+  flashmma::test::check_backward_case<__half>(d200, softcap, [](BackwardParams p) {
+    p.softcap = 5.f;
+    return flashmma::backward_default_config<__half, 256>(p);
+  });
 }
 
 TEST_CASE("sm90 backward: refusals launch nothing and name the field", "[gpu][sm90][backward]") {

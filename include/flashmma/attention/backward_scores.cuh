@@ -46,6 +46,28 @@ struct BackwardScores {
   // compiler drops an array it never reads).
   static constexpr bool kFactors = Policy::kTransformsScores;
 
+  // One score's probability: P = 2^(logit log2(e) - reference), 0 where the policy or the
+  // sequence's end hides the key (when needs_mask); `factor` receives d logit / d scaled score for
+  // a policy that transforms scores.
+  FLASHMMA_DEVICE float probability(float score, const ScoreCoord& c, float reference,
+                                    bool needs_mask, float& factor) const {
+    float p;
+    if constexpr (Policy::kTransformsScores) {
+      const float scaled = score * softmax_scale;
+      const float logit = policy.transform(scaled, c, lengths);
+      factor = policy.transform_gradient(scaled, logit, c, lengths);
+      p = ptx::ex2_approx(fmaf(logit, kLog2e, -reference));
+    } else {
+      p = ptx::ex2_approx(fmaf(score, softmax_scale_log2, -reference));
+    }
+    if (needs_mask) {
+      // | rather than ||: a branch per score costs more than the test it would skip.
+      const bool hidden = (c.key >= lengths.seqlen_k) | !policy_visible(policy, c, lengths);
+      if (hidden) p = 0.f;
+    }
+    return p;
+  }
+
   // Raw scores S^T (row r: key first_key + r; column c: query first_query + c) to P^T, in place;
   // `factor` receives d logit / d scaled score. `lse_log2` holds the tile's queries' LSE * log2(e).
   template <int kRowTiles, int kTiles>
@@ -56,23 +78,7 @@ struct BackwardScores {
         lane, [&](const AccumulatorIndex& i, int row, int column) {
           float& score = s[i.rt][i.t][i.reg];
           const ScoreCoord c{batch, head, first_query + column, first_key + row};
-          const float reference = lse_log2[column];
-          float p;
-          if constexpr (Policy::kTransformsScores) {
-            const float scaled = score * softmax_scale;
-            const float logit = policy.transform(scaled, c, lengths);
-            factor[i.rt][i.t][i.reg] = policy.transform_gradient(scaled, logit, c, lengths);
-            p = ptx::ex2_approx(fmaf(logit, kLog2e, -reference));
-          } else {
-            p = ptx::ex2_approx(fmaf(score, softmax_scale_log2, -reference));
-          }
-          if (needs_mask) {
-            // | rather than ||: a branch per score costs more than the test it would skip.
-            const bool hidden =
-                (c.key >= lengths.seqlen_k) | !policy_visible(policy, c, lengths);
-            if (hidden) p = 0.f;
-          }
-          score = p;
+          score = probability(score, c, lse_log2[column], needs_mask, factor[i.rt][i.t][i.reg]);
         });
   }
 
@@ -91,22 +97,8 @@ struct BackwardScores {
         lane, [&](const AccumulatorIndex& i, int row, int column) {
           float& score = s[i.rt][i.t][i.reg];
           const ScoreCoord c{batch, head, first_query + column, first_key + row};
-          const float reference = lse_log2[column];
-          float p;
           float factor = 1.f;
-          if constexpr (Policy::kTransformsScores) {
-            const float scaled = score * softmax_scale;
-            const float logit = policy.transform(scaled, c, lengths);
-            factor = policy.transform_gradient(scaled, logit, c, lengths);
-            p = ptx::ex2_approx(fmaf(logit, kLog2e, -reference));
-          } else {
-            p = ptx::ex2_approx(fmaf(score, softmax_scale_log2, -reference));
-          }
-          if (needs_mask) {
-            const bool hidden =
-                (c.key >= lengths.seqlen_k) | !policy_visible(policy, c, lengths);
-            if (hidden) p = 0.f;
-          }
+          const float p = probability(score, c, lse_log2[column], needs_mask, factor);
           float grad = dp[i.rt][i.t][i.reg];
           if constexpr (Keep::kEnabled) {
             const bool kept = keep.kept(i.t, i.reg);

@@ -58,6 +58,7 @@
 #include "flashmma/ptx/pack.cuh"
 #include "flashmma/ptx/smem.cuh"
 #include "flashmma/ptx/sm90.cuh"
+#include "flashmma/sm90/tile_loads.cuh"
 #include "flashmma/traits/sm90_backward_config.hpp"
 
 namespace flashmma {
@@ -177,10 +178,7 @@ struct BackwardKernel {
   static FLASHMMA_DEVICE void run(const Params& params) {
 #if defined(FLASHMMA_SM90A_ENABLED)
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const uint32_t raw_address = ptx::smem_address(smem_raw);
-    const uint32_t aligned_address =
-        (raw_address + ptx::sm90::kSwizzleAlignment - 1) & ~(ptx::sm90::kSwizzleAlignment - 1);
-    const Smem smem{smem_raw + (aligned_address - raw_address)};
+    const Smem smem{swizzle_aligned(smem_raw)};
 
     if (threadIdx.x == 0) {
       ptx::sm90::mbarrier_init(smem.kv_full(), 1);
@@ -223,51 +221,31 @@ struct BackwardKernel {
   }
 
  private:
-  // TMA coordinates {column, row, head, batch} of a box (positions are at most 2^30).
-  static FLASHMMA_DEVICE void load_box(void* destination, const CUtensorMap* map, int column,
-                                       int64_t row, int64_t head, int64_t batch,
-                                       uint64_t* barrier) {
-    const int32_t coords[4] = {column, static_cast<int32_t>(row), static_cast<int32_t>(head),
-                               static_cast<int32_t>(batch)};
-    ptx::sm90::tma_load_tile<4>(destination, map, coords, barrier);
-  }
-
-  // A tile of `rows` rows, one box per 64 head-dim columns.
-  template <int kRows>
-  static FLASHMMA_DEVICE void load_tile(unsigned char* destination, const CUtensorMap* map,
-                                        int64_t row, int64_t head, int64_t batch,
-                                        uint64_t* barrier) {
-#pragma unroll
-    for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
-      load_box(destination + d * kRows * kSubTileRowBytes, map, d * kSubTile, row, head, batch,
-               barrier);
-    }
-  }
-
   // The producer: one thread issues every load. A block whose keys no query sees loads nothing
   // (its consumers write zeros and exit without waiting).
   static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem, const Sequence& seq,
                                       const Block& block) {
     if (block.steps == 0) return;
     const BackwardArgs<Element>& args = params.args;
+    constexpr int kSubTiles = Config::kHeadDimSubTiles;
     ptx::sm90::mbarrier_arrive_expect_tx(smem.kv_full(), 2 * Config::kKVBytes);
-    load_tile<kBlockN>(smem.k(), &params.maps.k, block.keys.begin, seq.kv_head, seq.batch,
-                       smem.kv_full());
-    load_tile<kBlockN>(smem.v(), &params.maps.v, block.keys.begin, seq.kv_head, seq.batch,
-                       smem.kv_full());
+    load_rows<kBlockN, kSubTiles>(smem.k(), &params.maps.k, block.keys.begin, seq.kv_head,
+                                  seq.batch, smem.kv_full());
+    load_rows<kBlockN, kSubTiles>(smem.v(), &params.maps.v, block.keys.begin, seq.kv_head,
+                                  seq.batch, smem.kv_full());
     for (int step = 0; step < block.steps; ++step) {
       const int slot = slot_of(step);
-      const int g = block.member(step);
+      const int head = block.first_head + block.member(step);
       const int first_query = block.first_query(step);
       ptx::sm90::mbarrier_wait_parity(smem.q_empty(slot), parity_of(step) ^ 1u);
       uint64_t* const full = smem.q_full(slot);
       ptx::sm90::mbarrier_arrive_expect_tx(full, 2 * Config::kQBytes + 2 * Config::kRowValueBytes);
-      load_tile<kBlockM>(smem.q(slot), &params.maps.q, first_query, block.first_head + g,
-                         seq.batch, full);
-      load_tile<kBlockM>(smem.d_o(slot), &params.maps.d_o, first_query, block.first_head + g,
-                         seq.batch, full);
+      load_rows<kBlockM, kSubTiles>(smem.q(slot), &params.maps.q, first_query, head, seq.batch,
+                                    full);
+      load_rows<kBlockM, kSubTiles>(smem.d_o(slot), &params.maps.d_o, first_query, head,
+                                    seq.batch, full);
       // The workspace rows are padded to whole tiles (kBackwardRowPadding): no bounds here.
-      const int64_t row = seq.workspace_row_of(g) + first_query;
+      const int64_t row = seq.workspace_row_of(block.member(step)) + first_query;
       ptx::sm90::bulk_copy_load(smem.lse_log2(slot), args.lse_log2 + row,
                                 Config::kRowValueBytes, full);
       ptx::sm90::bulk_copy_load(smem.delta(slot), args.delta + row, Config::kRowValueBytes, full);

@@ -57,6 +57,7 @@
 #include "flashmma/ptx/pack.cuh"
 #include "flashmma/ptx/smem.cuh"
 #include "flashmma/ptx/sm90.cuh"
+#include "flashmma/sm90/tile_loads.cuh"
 #include "flashmma/traits/sm90_tile_config.hpp"
 
 namespace flashmma {
@@ -168,10 +169,7 @@ struct ForwardKernel {
   static FLASHMMA_DEVICE void run(const Params& params) {
 #if defined(FLASHMMA_SM90A_ENABLED)
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const uint32_t raw_address = ptx::smem_address(smem_raw);
-    const uint32_t aligned_address =
-        (raw_address + ptx::sm90::kSwizzleAlignment - 1) & ~(ptx::sm90::kSwizzleAlignment - 1);
-    const Smem smem{smem_raw + (aligned_address - raw_address)};
+    const Smem smem{swizzle_aligned(smem_raw)};
 
     if (threadIdx.x == 0) {
       ptx::sm90::mbarrier_init(smem.q_full(), 1);
@@ -218,43 +216,28 @@ struct ForwardKernel {
   }
 
  private:
-  // TMA coordinates {column, row, head, batch} of a box (positions are at most 2^30).
-  static FLASHMMA_DEVICE void load_box(void* destination, const CUtensorMap* map, int column,
-                                       int64_t row, int64_t head, int64_t batch,
-                                       uint64_t* barrier) {
-    const int32_t coords[4] = {column, static_cast<int32_t>(row), static_cast<int32_t>(head),
-                               static_cast<int32_t>(batch)};
-    ptx::sm90::tma_load_tile<4>(destination, map, coords, barrier);
-  }
-
   // The producer: one thread issues every load.
   static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem,
                                       const Sequence& seq, const MapOrigin& origin,
                                       const IndexRange& queries, const TileRange& key_tiles) {
     ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(), Config::kQBytes);
-#pragma unroll
-    for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
-      load_box(smem.q() + d * Config::kBlockM * kSubTileRowBytes, &params.maps.q, d * kSubTile,
-               origin.query_row + queries.begin, seq.head, origin.query_batch, smem.q_full());
-    }
+    load_rows<Config::kBlockM, Config::kHeadDimSubTiles>(
+        smem.q(), &params.maps.q, origin.query_row + queries.begin, seq.head, origin.query_batch,
+        smem.q_full());
     for (int j = 0; j < key_tiles.count; ++j) {
       const int slot = slot_of(j);
       const uint32_t free_parity = parity_of(j) ^ 1u;
       const int64_t first_key = origin.key_row + (key_tiles.first + j) * kBlockN;
       ptx::sm90::mbarrier_wait_parity(smem.k_empty(slot), free_parity);
       ptx::sm90::mbarrier_arrive_expect_tx(smem.k_full(slot), Config::kKVTileBytes);
-#pragma unroll
-      for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
-        load_box(smem.k(slot) + d * kBlockN * kSubTileRowBytes, &params.maps.k, d * kSubTile,
-                 first_key, seq.kv_head, origin.key_batch, smem.k_full(slot));
-      }
+      load_rows<kBlockN, Config::kHeadDimSubTiles>(smem.k(slot), &params.maps.k, first_key,
+                                                   seq.kv_head, origin.key_batch,
+                                                   smem.k_full(slot));
       ptx::sm90::mbarrier_wait_parity(smem.v_empty(slot), free_parity);
       ptx::sm90::mbarrier_arrive_expect_tx(smem.v_full(slot), Config::kKVTileBytes);
-#pragma unroll
-      for (int d = 0; d < Config::kHeadDimSubTiles; ++d) {
-        load_box(smem.v(slot) + d * kBlockN * kSubTileRowBytes, &params.maps.v, d * kSubTile,
-                 first_key, seq.kv_head, origin.key_batch, smem.v_full(slot));
-      }
+      load_rows<kBlockN, Config::kHeadDimSubTiles>(smem.v(slot), &params.maps.v, first_key,
+                                                   seq.kv_head, origin.key_batch,
+                                                   smem.v_full(slot));
     }
   }
 

@@ -91,6 +91,33 @@ inline MapExtent query_extent(const ForwardParams& p) {
 inline MapExtent key_extent(const ForwardParams& p) {
   return p.cu_seqlens_k != nullptr ? MapExtent{p.total_k, 1} : MapExtent{p.seqlen_k, p.batch};
 }
+// One tensor as check_tma_layout and check_backward_tma_layout see it.
+struct MappedTensor {
+  const char* name;
+  const void* data;
+  MapExtent extent;
+  int64_t heads;
+  const TensorStrides& strides;
+};
+
+// Ok when TMA can describe every tensor of `tensors` (boxes of 64 rows), else the error of the
+// first that cannot be, naming it.
+template <int kCount>
+Status check_mapped_tensors(const MappedTensor (&tensors)[kCount], ScalarType dtype,
+                            int64_t head_dim) {
+  for (const MappedTensor& t : tensors) {
+    ptx::sm90::TensorTile tile;
+    if (Status s = forward_tensor_tile(t.name, t.data, dtype, head_dim, t.extent.rows, t.heads,
+                                       t.extent.batch, t.strides, ptx::sm90::kWgmmaM, tile);
+        !s)
+      return s;
+    if (Status s = ptx::sm90::check_tensor_tile(tile); !s) {
+      return Status::error(s.code(), std::string(t.name) + ": " + s.message());
+    }
+  }
+  return Status::success();
+}
+
 inline Status check_key_rows_known(const ForwardParams& p) {
   if (p.cu_seqlens_k != nullptr && p.total_k == 0) {
     return Status::error(ErrorCode::kInvalidArgument,
@@ -108,32 +135,14 @@ inline Status check_key_rows_known(const ForwardParams& p) {
 // within the driver's limits); else the error of the first tensor that cannot be, naming it.
 // Host code that encodes nothing: the default dispatch asks it to choose between the kernels.
 [[nodiscard]] inline Status check_tma_layout(const ForwardParams& p) {
-  struct Tensor {
-    const char* name;
-    const void* data;
-    detail::MapExtent extent;
-    int64_t heads;
-    const TensorStrides& strides;
-  };
   if (Status s = detail::check_key_rows_known(p); !s) return s;
   const detail::MapExtent queries = detail::query_extent(p);
   const detail::MapExtent keys = detail::key_extent(p);
-  const Tensor tensors[4] = {{"q", p.q, queries, p.heads_q, p.q_strides},
-                             {"k", p.k, keys, p.heads_kv, p.k_strides},
-                             {"v", p.v, keys, p.heads_kv, p.v_strides},
-                             {"o", p.o, queries, p.heads_q, p.o_strides}};
-  for (const Tensor& t : tensors) {
-    ptx::sm90::TensorTile tile;
-    if (Status s = detail::forward_tensor_tile(t.name, t.data, p.dtype, p.head_dim, t.extent.rows,
-                                               t.heads, t.extent.batch, t.strides,
-                                               ptx::sm90::kWgmmaM, tile);
-        !s)
-      return s;
-    if (Status s = ptx::sm90::check_tensor_tile(tile); !s) {
-      return Status::error(s.code(), std::string(t.name) + ": " + s.message());
-    }
-  }
-  return Status::success();
+  const detail::MappedTensor tensors[4] = {{"q", p.q, queries, p.heads_q, p.q_strides},
+                                           {"k", p.k, keys, p.heads_kv, p.k_strides},
+                                           {"v", p.v, keys, p.heads_kv, p.v_strides},
+                                           {"o", p.o, queries, p.heads_q, p.o_strides}};
+  return detail::check_mapped_tensors(tensors, p.dtype, p.head_dim);
 }
 
 // Fills `maps` (q, k, v, o) for Config from validated params.
@@ -166,29 +175,13 @@ Status make_forward_tensor_maps(const ForwardParams& p, Maps& maps) {
 // first that cannot be, naming it; the default backward dispatch asks it to choose between the
 // kernels.
 [[nodiscard]] inline Status check_backward_tma_layout(const BackwardParams& p) {
-  struct Tensor {
-    const char* name;
-    const void* data;
-    int64_t rows;
-    int64_t heads;
-    const TensorStrides& strides;
-  };
-  const Tensor tensors[4] = {{"q", p.q, p.seqlen_q, p.heads_q, p.q_strides},
-                             {"k", p.k, p.seqlen_k, p.heads_kv, p.k_strides},
-                             {"v", p.v, p.seqlen_k, p.heads_kv, p.v_strides},
-                             {"d_o", p.d_o, p.seqlen_q, p.heads_q, p.do_strides}};
-  for (const Tensor& t : tensors) {
-    ptx::sm90::TensorTile tile;
-    if (Status s = detail::forward_tensor_tile(t.name, t.data, p.dtype, p.head_dim, t.rows,
-                                               t.heads, p.batch, t.strides, ptx::sm90::kWgmmaM,
-                                               tile);
-        !s)
-      return s;
-    if (Status s = ptx::sm90::check_tensor_tile(tile); !s) {
-      return Status::error(s.code(), std::string(t.name) + ": " + s.message());
-    }
-  }
-  return Status::success();
+  const detail::MapExtent queries{p.seqlen_q, p.batch};
+  const detail::MapExtent keys{p.seqlen_k, p.batch};
+  const detail::MappedTensor tensors[4] = {{"q", p.q, queries, p.heads_q, p.q_strides},
+                                           {"k", p.k, keys, p.heads_kv, p.k_strides},
+                                           {"v", p.v, keys, p.heads_kv, p.v_strides},
+                                           {"d_o", p.d_o, queries, p.heads_q, p.do_strides}};
+  return detail::check_mapped_tensors(tensors, p.dtype, p.head_dim);
 }
 
 // Fills `maps` (q, k, v, d_o) for an Sm90BackwardTileConfig from validated params (dense).
