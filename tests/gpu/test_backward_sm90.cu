@@ -102,9 +102,9 @@ TEST_CASE("sm90 backward: the deterministic mode gives the same bits in every ru
   }
 }
 
-// backward(params) is a switch over backward_default_config<Element, HeadDim>; the test calls the
-// head dims it needs directly, so that this file compiles their defaults only (not all 180 of
-// the dispatch).
+// backward(params) is a switch over backward_default_config<Element, HeadDim>; the test calls one
+// directly, so that this file compiles that head dim's defaults only (30 kernels, not the
+// dispatch's 180).
 TEST_CASE("sm90 backward: the default of a head dim runs it on this GPU, with params' fields",
           "[gpu][sm90][backward]") {
   flashmma::DeviceInfo device;
@@ -133,16 +133,12 @@ TEST_CASE("sm90 backward: the default of a head dim runs it on this GPU, with pa
     return flashmma::backward_default_config<__nv_bfloat16, 128>(p);
   });
   const Combined<Softcap, SlidingWindow> softcap{{}, Softcap::with_cap(5.f), {{}, -1, -1}};
-  // The d = 128 and d = 256 kernels, padded in shared memory.
+  // A head dim padded to the kernel's in shared memory (d = 256's route is the same function,
+  // checked on the CPU; its kernel runs in the tests above).
   const BackwardCase d96 = flashmma::test::backward_case(1, 150, 150, 2, 1, 96);
-  flashmma::test::check_backward_case<__half>(d96, softcap, [](BackwardParams p) {
+  flashmma::test::check_backward_case<__nv_bfloat16>(d96, softcap, [](BackwardParams p) {
     p.softcap = 5.f;
-    return flashmma::backward_default_config<__half, 128>(p);
-  });
-  const BackwardCase d200 = flashmma::test::backward_case(1, 150, 150, 2, 1, 200);
-  flashmma::test::check_backward_case<__half>(d200, softcap, [](BackwardParams p) {
-    p.softcap = 5.f;
-    return flashmma::backward_default_config<__half, 256>(p);
+    return flashmma::backward_default_config<__nv_bfloat16, 128>(p);
   });
 }
 
