@@ -242,6 +242,11 @@ TEST_CASE("Hopper backward configs: the two dQ splits, the tiles' two views, sha
       CHECK(D256::ScoreTile::byte_offset(key, query) == D256::DsTile::byte_offset(query, key));
     }
   }
+  // dQ's staging tile, above 128 columns only: rows 16-byte aligned for the bulk reductions, 4
+  // banks apart; it leaves room for one Q/dO slot.
+  STATIC_REQUIRE(D256::kStagesDq && !D128::kStagesDq && D128::kDqStageBytes == 0);
+  STATIC_REQUIRE(D256::kDqStageOffset % 16 == 0 && D256::kDqStagePitch % 32 == 4);
+  STATIC_REQUIRE(D256::kStages == 1 && D128::kStages == 2);
   STATIC_REQUIRE(flashmma::Sm90BackwardTileConfig<__half, 128, 64, 3>::kSmemBytes <= 227 * 1024);
   const flashmma::KernelRequirements req = flashmma::backward_kernel_requirements<D128>();
   CHECK(req.min_compute_capability == 90);

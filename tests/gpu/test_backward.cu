@@ -142,23 +142,7 @@ TEMPLATE_LIST_TEST_CASE("backward: packed sequences of variable lengths (cu_seql
 }
 
 TEST_CASE("backward: the deterministic mode gives the same bits in every run", "[gpu][backward]") {
-  // Many key tiles per query tile and GQA: the default order of dQ's atomics varies here.
-  using Config = flashmma::DefaultBackwardConfigT<__half, 64>;
-  using Element = Config::element_type;
-  const SlidingWindow window{{}, 300, 100};
-  for (const int variant : {0, 1, 2}) {
-    BackwardCase c = flashmma::test::backward_case(2, 1000, 1100, 4, 2, 64);
-    c.deterministic = true;
-    c.repeats = 50;
-    const auto run = [&](const BackwardParams& p) {
-      if (variant == 0) return flashmma::backward<Config>(p, FullAttention{});
-      if (variant == 1) return flashmma::backward<Config>(p, CausalMask{});
-      return flashmma::backward<Config>(p, window);
-    };
-    if (variant == 0) flashmma::test::check_backward_case<Element>(c, FullAttention{}, run);
-    if (variant == 1) flashmma::test::check_backward_case<Element>(c, CausalMask{}, run);
-    if (variant == 2) flashmma::test::check_backward_case<Element>(c, window, run);
-  }
+  flashmma::test::check_deterministic<flashmma::DefaultBackwardConfigT<__half, 64>>(1000, 1100);
 }
 
 TEST_CASE("backward: refusals launch nothing and name the field", "[gpu][backward]") {

@@ -78,5 +78,28 @@ void check_user_policy() {
   check_backward_policy_cases<Config>(policy, host);
 }
 
+// The deterministic order: 50 runs with the same bits, for full attention, the causal mask and a
+// window, over many key tiles per query tile and GQA (where the default order of dQ's sums
+// varies), at the config's head dim.
+template <class Config>
+void check_deterministic(int64_t seqlen_q, int64_t seqlen_k) {
+  using Element = typename Config::element_type;
+  const SlidingWindow window{{}, 300, 100};
+  for (const int variant : {0, 1, 2}) {
+    CAPTURE(variant);
+    BackwardCase c = backward_case(2, seqlen_q, seqlen_k, 4, 2, Config::kHeadDim);
+    c.deterministic = true;
+    c.repeats = 50;
+    const auto run = [&](const BackwardParams& p) {
+      if (variant == 0) return backward<Config>(p, FullAttention{});
+      if (variant == 1) return backward<Config>(p, CausalMask{});
+      return backward<Config>(p, window);
+    };
+    if (variant == 0) check_backward_case<Element>(c, FullAttention{}, run);
+    if (variant == 1) check_backward_case<Element>(c, CausalMask{}, run);
+    if (variant == 2) check_backward_case<Element>(c, window, run);
+  }
+}
+
 }  // namespace test
 }  // namespace flashmma

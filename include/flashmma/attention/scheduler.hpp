@@ -18,6 +18,9 @@
 //                           together read the K/V of one group, which L2 holds.
 //   SplitScheduler          split-KV: several blocks per query tile, each a part of its keys
 //                           (attention/split_kv.hpp); the split index fastest.
+//   KeyTileWalk             the backward pass's (sm80 and sm90): block (x, y, z) owns key tile
+//                           x of K/V head y in batch z and walks the query tiles that see its
+//                           keys over every query head of the head's group.
 //
 // Blocks start roughly in the order of their linear index (x fastest).
 #pragma once
@@ -25,7 +28,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "flashmma/attention/key_range.hpp"
 #include "flashmma/macros.hpp"
+#include "flashmma/problem_shape.hpp"
 
 namespace flashmma {
 
@@ -180,5 +185,26 @@ struct SplitScheduler {
 template <class Policy>
 using SchedulerFor =
     std::conditional_t<Policy::kMasks, HeaviestFirstScheduler, PlainScheduler>;
+
+// The backward pass's blocks: one per (key tile of block_n keys, K/V head, batch). A block walks
+// the query tiles that see its keys (query_tiles) for every query head of the K/V head's group:
+// step t is group member t / count (query head first_head + t / count) and query tile
+// first + t % count, so a member's tiles run in order, as the deterministic order of dQ's sums
+// expects (attention/backward_gradients.cuh).
+struct KeyTileWalk {
+  TileRange q_tiles;
+  int group = 1;
+
+  static GridShape grid(const ProblemShape& shape, int block_n) {
+    return {static_cast<unsigned>((shape.seqlen_k + block_n - 1) / block_n),
+            static_cast<unsigned>(shape.heads_kv), static_cast<unsigned>(shape.batch)};
+  }
+
+  FLASHMMA_HOST_DEVICE int steps() const { return q_tiles.count * group; }
+  FLASHMMA_HOST_DEVICE int member(int step) const { return step / q_tiles.count; }
+  FLASHMMA_HOST_DEVICE int first_query(int step, int block_m) const {
+    return static_cast<int>((q_tiles.first + step % q_tiles.count) * block_m);
+  }
+};
 
 }  // namespace flashmma

@@ -75,8 +75,7 @@ struct BackwardKernel {
                         : kVariableLengths ? "backward_kernel (variable lengths)" : "backward_kernel";
 
   static GridShape grid(const ProblemShape& shape) {
-    return {static_cast<unsigned>((shape.seqlen_k + Config::kBlockN - 1) / Config::kBlockN),
-            static_cast<unsigned>(shape.heads_kv), static_cast<unsigned>(shape.batch)};
+    return KeyTileWalk::grid(shape, Config::kBlockN);
   }
 
   static FLASHMMA_DEVICE void run(const Params& params) {
@@ -112,8 +111,8 @@ struct BackwardKernel {
     // The grid covers the longest sequence's keys: a shorter one's tiles past its end have no
     // row of dK or dV to write (with packed sequences those rows are the next sequence's).
     if (keys.empty()) return;
-    const TileRange q_tiles = query_tiles(params.policy, lengths, keys, kBlockM);
-    const int steps = q_tiles.count * group;
+    const KeyTileWalk walk{query_tiles(params.policy, lengths, keys, kBlockM), group};
+    const int steps = walk.steps();
 
     // K and V, once: the oldest cp.async group, waited for with the first query tile.
     const TileCopy<Config, kBlockN> k_copy(kv_seq.k_row_stride, head_dim);
@@ -122,11 +121,9 @@ struct BackwardKernel {
     v_copy.issue(v_tile, kv_seq.v, first_key, lengths.seqlen_k - first_key);
     ptx::cp_async_commit();
 
-    // Step t: query head first_head + t / count (group member g), query tile first + t % count.
-    const auto step_member = [&](int step) { return step / q_tiles.count; };
-    const auto step_first_query = [&](int step) {
-      return static_cast<int>((q_tiles.first + step % q_tiles.count) * kBlockM);
-    };
+    // Step t: query head first_head + walk.member(t), query tile walk.first_query(t) / kBlockM.
+    const auto step_member = [&](int step) { return walk.member(step); };
+    const auto step_first_query = [&](int step) { return walk.first_query(step, kBlockM); };
     const auto issue_step = [&](int step) {
       if (step >= steps) return;
       const int g = step_member(step);

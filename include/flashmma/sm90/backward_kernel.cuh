@@ -21,13 +21,17 @@
 //       both consumers meet (named barrier): the step's dS^T (and P^T) are whole in shared memory
 //       head dim split: dV += P^T dO_t, dK += dS^T Q_t for its columns (SS)
 //       dQ_t = dS K, its share (SS); wait for the group(s), release the slot (q_empty); add dQ
-//       to the fp32 accumulator (in the deterministic order when asked)
+//       to the fp32 accumulator (in the deterministic order when asked): vector reductions from
+//       registers, or, head dim split, through the staging tile, one bulk reduction per row
+//       (sm90/dq_staging.cuh)
 //     dK *= scale (and dV *= 1 / (1 - p) with dropout), stored from registers
 //
 // dS^T and P^T alternate between two buffers: the meeting of step t tells that both warpgroups
-// are done with step t - 1's products, whose buffers step t + 1 writes. The slot's barriers follow
-// the forward's rule (sm90/forward_kernel.cuh): round r of a slot waits for parity r % 2 of
-// q_full; the producer waits for parity (r + 1) % 2 of q_empty, which a fresh barrier passes.
+// are done with step t - 1's products, whose buffers step t + 1 writes. The same meeting frees
+// dQ's staging tile: the threads that issued step t - 1's bulk reductions wait until those have
+// read it before they arrive. The slot's barriers follow the forward's rule
+// (sm90/forward_kernel.cuh): round r of a slot waits for parity r % 2 of q_full; the producer
+// waits for parity (r + 1) % 2 of q_empty, which a fresh barrier passes.
 // Every consumer thread arrives on q_empty once it is done with the slot: each read the rows' LSE
 // and D itself (generic loads, unlike the wgmmas' reads of Q and dO), and its own arrival is what
 // orders those reads before the next bulk copy into the slot (an arrival by one thread after a
@@ -58,6 +62,7 @@
 #include "flashmma/ptx/pack.cuh"
 #include "flashmma/ptx/smem.cuh"
 #include "flashmma/ptx/sm90.cuh"
+#include "flashmma/sm90/dq_staging.cuh"
 #include "flashmma/sm90/tile_loads.cuh"
 #include "flashmma/traits/sm90_backward_config.hpp"
 
@@ -110,10 +115,7 @@ struct BackwardKernel {
   static constexpr int kGradTiles = kGradColumns / kMmaN;
   static constexpr int kDqTiles = Config::kDqColumns / kMmaN;
 
-  static GridShape grid(const ProblemShape& shape) {
-    return {static_cast<unsigned>((shape.seqlen_k + kBlockN - 1) / kBlockN),
-            static_cast<unsigned>(shape.heads_kv), static_cast<unsigned>(shape.batch)};
-  }
+  static GridShape grid(const ProblemShape& shape) { return KeyTileWalk::grid(shape, kBlockN); }
 
   // The block's shared memory, carved from the dynamic allocation rounded up to 1024 bytes.
   struct Smem {
@@ -133,6 +135,9 @@ struct BackwardKernel {
     FLASHMMA_DEVICE unsigned char* p(int step) const {  // kSplitsHeadDim only
       return base + Config::kPOffset + static_cast<std::size_t>(step % 2) * Config::kDsBytes;
     }
+    FLASHMMA_DEVICE float* dq_stage() const {
+      return reinterpret_cast<float*>(base + Config::kDqStageOffset);
+    }
     FLASHMMA_DEVICE float* lse_log2(int slot) const {
       return reinterpret_cast<float*>(base + Config::kLseOffset) + slot * kBlockM;
     }
@@ -150,8 +155,9 @@ struct BackwardKernel {
   };
 
   // Named barriers (0 is __syncthreads'): the consumers meet at kDsReady once a step's dS^T is
-  // stored, and at kDqTurn around dQ's sums in the deterministic order.
-  enum class Barrier : uint32_t { kDsReady = 1, kDqTurn = 2 };
+  // stored, and at kDqTurn around dQ's sums in the deterministic order; consumer c's warpgroup
+  // meets at kDqStaged + c once its share of dQ is in the staging tile.
+  enum class Barrier : uint32_t { kDsReady = 1, kDqTurn = 2, kDqStaged = 3 };
   static constexpr uint32_t kConsumerThreads =
       Config::kConsumerWarpgroups * ptx::sm90::kWarpgroupThreads;
 
@@ -163,16 +169,13 @@ struct BackwardKernel {
   // What both roles know of the block: its keys, the query tiles that see them, the steps.
   struct Block {
     int n_block;
-    int first_head;  // the K/V head's group: query heads first_head + g, g < group
-    int group;
+    int first_head;  // the K/V head's group: query heads first_head + g, g < walk.group
     IndexRange keys;
-    TileRange q_tiles;
-    int steps;  // q_tiles.count per group member
+    KeyTileWalk walk;
+    int steps;
 
-    FLASHMMA_DEVICE int member(int step) const { return step / q_tiles.count; }
-    FLASHMMA_DEVICE int first_query(int step) const {
-      return static_cast<int>((q_tiles.first + step % q_tiles.count) * kBlockM);
-    }
+    FLASHMMA_DEVICE int member(int step) const { return walk.member(step); }
+    FLASHMMA_DEVICE int first_query(int step) const { return walk.first_query(step, kBlockM); }
   };
 
   static FLASHMMA_DEVICE void run(const Params& params) {
@@ -194,15 +197,15 @@ struct BackwardKernel {
     const BackwardArgs<Element>& args = params.args;
     Block block;
     block.n_block = static_cast<int>(blockIdx.x);
-    block.group = static_cast<int>(args.forward.group_size);
-    block.first_head = static_cast<int>(blockIdx.y) * block.group;
+    block.walk.group = static_cast<int>(args.forward.group_size);
+    block.first_head = static_cast<int>(blockIdx.y) * block.walk.group;
     const Sequence seq(args, WorkTile{0, static_cast<unsigned>(block.first_head), blockIdx.z});
     const int first_key = block.n_block * kBlockN;
     block.keys = IndexRange{first_key, first_key + kBlockN < seq.lengths.seqlen_k
                                            ? first_key + kBlockN
                                            : seq.lengths.seqlen_k};
-    block.q_tiles = query_tiles(params.policy, seq.lengths, block.keys, kBlockM);
-    block.steps = block.q_tiles.count * block.group;
+    block.walk.q_tiles = query_tiles(params.policy, seq.lengths, block.keys, kBlockM);
+    block.steps = block.walk.steps();
 
     // Broadcast from lane 0, so that ptxas keeps what follows from it in uniform registers.
     const int warpgroup =
@@ -352,6 +355,9 @@ struct BackwardKernel {
         (first_grad_column / kSubTile) * Config::QTileByColumns::kLeadingByteOffset;
     const int dq_first_row = Config::kDqSplitsRows ? consumer * wg::kWgmmaM : 0;
     const int dq_first_column = Config::kDqSplitsRows ? 0 : consumer * Config::kDqColumns;
+    const DqStagingTile<Config::kDqStagePitch> dq_stage{smem.dq_stage()};  // kStagesDq only
+    // This warpgroup's share of dQ is kWgmmaM rows: thread r < kWgmmaM reduces row r's.
+    const bool adds_dq_row = Config::kStagesDq && thread < wg::kWgmmaM;
 
     if (block.steps > 0) wg::mbarrier_wait_parity(smem.kv_full(), 0);
     for (int step = 0; step < block.steps; ++step) {
@@ -447,6 +453,7 @@ struct BackwardKernel {
       // before dQ is issued (with their operands live through dQ's wgmma, the d = 128 tile
       // spilled 72 bytes). Head dim split: dV and dK of this warpgroup's columns from shared
       // memory, in one group with dQ.
+      if (adds_dq_row) wg::tma_store_wait_read<0>();  // the staging tile is free (see the top)
       wg::named_barrier_sync(static_cast<uint32_t>(Barrier::kDsReady), kConsumerThreads);
       if constexpr (!kSplitsHeadDim) {
         wg::wgmma_wait_group<0>();  // dV and dK have landed: Q and dO of the slot are free
@@ -504,14 +511,46 @@ struct BackwardKernel {
           consumer == 0 && thread == 0, [] {
             wg::named_barrier_sync(static_cast<uint32_t>(Barrier::kDqTurn), kConsumerThreads);
           });
-      if (args.deterministic) {
-        turn.wait(params.policy, lengths, block.n_block, first_query / kBlockM, kBlockN, kBlockM);
+      if constexpr (Config::kStagesDq) {
+        // dQ_t -> the staging tile; once the warpgroup's share is whole there, one bulk
+        // reduction per row. In the deterministic order the turn's barrier (both consumers) is
+        // the meeting, and a row's sums are complete, and ordered before the generic release,
+        // when it passes.
+        dq_stage.store(dq[0], dq_first_row + warp * wg::kWgmmaRowsPerWarp, dq_first_column, lane);
+        wg::fence_proxy_async_shared();
+        if (args.deterministic) {
+          turn.wait(params.policy, lengths, block.n_block, first_query / kBlockM, kBlockN,
+                    kBlockM);
+          if (adds_dq_row) wg::fence_proxy_async_global();  // the acquire, before the sums
+        } else {
+          wg::named_barrier_sync(static_cast<uint32_t>(Barrier::kDqStaged) + consumer,
+                                 Config::kWarpgroupThreads);
+        }
+        if (adds_dq_row) {
+          const int tile_row = dq_first_row + thread;
+          if (first_query + tile_row < lengths.seqlen_q) {
+            dq_stage.add_row(args.dq_accum + (row + first_query + tile_row) * head_dim, tile_row,
+                             dq_first_column, Config::kDqColumns, head_dim);
+          }
+          wg::tma_store_commit_group();
+          if (args.deterministic) {
+            wg::tma_store_wait<0>();
+            wg::fence_proxy_async_global();
+          }
+        }
+      } else {
+        if (args.deterministic) {
+          turn.wait(params.policy, lengths, block.n_block, first_query / kBlockM, kBlockN,
+                    kBlockM);
+        }
+        add_dq_rows(args.dq_accum + row * head_dim, dq[0],
+                    first_query + dq_first_row + warp * wg::kWgmmaRowsPerWarp, dq_first_column,
+                    lengths.seqlen_q, head_dim, lane);
       }
-      add_dq_rows(args.dq_accum + row * head_dim, dq[0],
-                  first_query + dq_first_row + warp * wg::kWgmmaRowsPerWarp, dq_first_column,
-                  lengths.seqlen_q, head_dim, lane);
       if (args.deterministic) turn.pass(block.n_block);
     }
+    // The last reductions, done before the block's shared memory goes to another block.
+    if (adds_dq_row) wg::tma_store_wait<0>();
 
     // dK = softmax_scale * sum dS^T Q; a key tile that no query sees writes zeros.
 #pragma unroll

@@ -5,7 +5,8 @@
 //                                                       /*BlockM=*/64>;
 //   flashmma::backward<MyBackward>(params, stream);
 //
-// (optional after BlockM: Stages = 2, ProducerRegisters = 24, ConsumerRegisters = 240)
+// (optional after BlockM: Stages = 2 up to 128 head-dim columns and 1 above, ProducerRegisters =
+// 24, ConsumerRegisters = 240)
 //
 // A block owns BlockN keys of one (batch, K/V head) and walks the query tiles of BlockM rows that
 // see them, over every query head of the head's group (as the portable backward does). One
@@ -30,6 +31,8 @@
 //   then both to shared memory; both warpgroups meet
 //   dV += P^T dO, dK += dS^T Q, dQ = dS K for half of the head-dim columns each, all three wgmma
 //   SS from shared memory (P^T and dS^T K-major as A of dV and dK, dS^T MN-major as A of dQ)
+//   dQ -> shared memory (a staging tile), then added to the fp32 accumulator with one bulk
+//   reduction per row (kStagesDq; sm90/dq_staging.cuh)
 //
 // Every tile keeps one shared-memory image for both of its roles: Q (and dO) is the K-major B of
 // S^T (N = queries) and the MN-major B of dK (N = head dim), K the K-major A of S^T and the
@@ -52,8 +55,10 @@
 
 namespace flashmma {
 
-template <class Element, int HeadDim, int BlockM, int Stages = 2, int ProducerRegisters = 24,
-          int ConsumerRegisters = 240>
+// Stages' default: 2, and 1 above 128 head-dim columns (K, V, two dS^T, two P^T and dQ's
+// staging tile leave room for one).
+template <class Element, int HeadDim, int BlockM, int Stages = (HeadDim > 128 ? 1 : 2),
+          int ProducerRegisters = 24, int ConsumerRegisters = 240>
 struct Sm90BackwardTileConfig {
   static_assert(IsSupportedElement<Element>::value,
                 "Element must be __half or __nv_bfloat16");
@@ -129,17 +134,30 @@ struct Sm90BackwardTileConfig {
   static constexpr uint32_t kDsBytes = DsTile::kBytes;
   static constexpr uint32_t kRowValueBytes = sizeof(float) * BlockM;  // LSE or D of a tile
 
+  // How dQ reaches the fp32 accumulator: through a staging tile in shared memory and a bulk
+  // reduction per row above 128 head-dim columns, else with each thread's vector reductions. On
+  // the H200 (tuning log step 43) the staging tile took d = 256 from 285 to 305 TFLOP/s and
+  // cost d = 64 and 128 5-15% (its stores and the warpgroup's meeting, where the sums are half
+  // the bytes per FLOP).
+  static constexpr bool kStagesDq = kSplitsHeadDim;
+  // The staging tile: BlockM rows of the padded head dim in fp32, rows kDqStagePitch floats
+  // apart (4 more than the columns: a warp's fragment stores then take the fewest wavefronts).
+  static constexpr int kDqStagePitch = kHeadDimPadded + 4;
+  static constexpr uint32_t kDqStageBytes =
+      kStagesDq ? sizeof(float) * BlockM * kDqStagePitch : 0;
+
   // Shared memory, the tiles on 1024-byte boundaries: K, V, Stages x (Q, dO), two dS^T (tile t's
-  // is read for dQ while t + 1's is written) and, when the head dim is split, two P^T, Stages x
-  // (LSE, D), the barriers; plus 1 KiB to align the dynamic base.
+  // is read for dQ while t + 1's is written) and, when the head dim is split, two P^T and dQ's
+  // staging tile, Stages x (LSE, D), the barriers; plus 1 KiB to align the dynamic base.
   static constexpr std::size_t kKOffset = 0;
   static constexpr std::size_t kVOffset = kKOffset + kKVBytes;
   static constexpr std::size_t kQOffset = kVOffset + kKVBytes;
   static constexpr std::size_t kDoOffset = kQOffset + std::size_t{Stages} * kQBytes;
   static constexpr std::size_t kDsOffset = kDoOffset + std::size_t{Stages} * kQBytes;
   static constexpr std::size_t kPOffset = kDsOffset + 2 * std::size_t{kDsBytes};
-  static constexpr std::size_t kLseOffset =
+  static constexpr std::size_t kDqStageOffset =
       kPOffset + (kSplitsHeadDim ? 2 * std::size_t{kDsBytes} : 0);
+  static constexpr std::size_t kLseOffset = kDqStageOffset + kDqStageBytes;
   static constexpr std::size_t kDeltaOffset = kLseOffset + std::size_t{Stages} * kRowValueBytes;
   static constexpr std::size_t kBarrierOffset =
       kDeltaOffset + std::size_t{Stages} * kRowValueBytes;
@@ -152,8 +170,8 @@ struct Sm90BackwardTileConfig {
   static constexpr int kAccumulatorRegisters = kGradColumns + kScoreQueries;
 
   static_assert(kSmemBytes <= kSm90MaxSmemBytes,
-                "shared memory (K, V, Stages x (Q, dO), two dS^T, two P^T above 128 columns) "
-                "exceeds 227 KiB: lower Stages or BlockM");
+                "shared memory (K, V, Stages x (Q, dO), two dS^T; two P^T and dQ's staging tile "
+                "above 128 columns) exceeds 227 KiB: lower Stages or BlockM");
   static_assert(kWarpgroupThreads * (ProducerRegisters + kConsumerWarpgroups * ConsumerRegisters) <=
                     kSm90RegistersPerSm,
                 "128 * (ProducerRegisters + 2 * ConsumerRegisters) exceeds the 65536 registers of "

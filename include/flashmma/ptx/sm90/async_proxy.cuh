@@ -6,7 +6,8 @@
 // stores in program order. Shared memory written by generic stores (st.shared, stmatrix) before
 // a wgmma or a TMA store reads it needs, in this order: fence_proxy_async_shared() by every thread
 // that wrote, a barrier among the writers and the issuer, then the wgmma or TMA. Data written by
-// TMA itself needs no fence (its mbarrier completion orders it).
+// TMA itself needs no fence (its mbarrier completion orders it). In global memory the same holds
+// between a bulk reduction and the generic accesses ordered around it (fence_proxy_async_global).
 #pragma once
 
 #include <cuda/ptx>
@@ -23,6 +24,18 @@ namespace sm90 {
 FLASHMMA_DEVICE void fence_proxy_async_shared() {
 #if defined(FLASHMMA_SM90A_ENABLED)
   cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+#else
+  trap_missing_instruction();
+#endif
+}
+
+// fence.proxy.async.global;  orders this thread's global-memory accesses between the generic
+// and the async proxy, both ways: a bulk reduction's completed sums (waited for with
+// tma_store_wait) before a generic release that publishes them, and a generic acquire before a
+// bulk reduction that must follow it.
+FLASHMMA_DEVICE void fence_proxy_async_global() {
+#if defined(FLASHMMA_SM90A_ENABLED)
+  cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
 #else
   trap_missing_instruction();
 #endif

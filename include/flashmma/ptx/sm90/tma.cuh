@@ -78,6 +78,24 @@ FLASHMMA_DEVICE void bulk_copy_load(void* smem_destination, const void* source, 
 #endif
 }
 
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [destination], [smem_source], bytes;
+// Adds a contiguous run of `bytes` bytes of fp32 values (a multiple of 16; both addresses 16-byte
+// aligned) in shared memory to global memory, each element atomically at L2, from one thread. It
+// belongs to the issuing thread's bulk group like a TMA store: the same commit and waits below
+// (wait_read before the source is overwritten; wait before its sums are relied on).
+FLASHMMA_DEVICE void bulk_reduce_add(float* destination, const float* smem_source,
+                                     uint32_t bytes) {
+#if defined(FLASHMMA_SM90A_ENABLED)
+  cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared,
+                                  cuda::ptx::op_add, destination, smem_source, bytes);
+#else
+  (void)destination;
+  (void)smem_source;
+  (void)bytes;
+  trap_missing_instruction();
+#endif
+}
+
 // cp.async.bulk.tensor.{Rank}d.global.shared::cta.tile.bulk_group [map, {coords}],
 //     [smem_source];
 template <int Rank>
@@ -92,7 +110,8 @@ FLASHMMA_DEVICE void tma_store_tile(const CUtensorMap* map, const int32_t (&coor
 #endif
 }
 
-// cp.async.bulk.commit_group;  closes this thread's TMA stores issued since the last commit.
+// cp.async.bulk.commit_group;  closes this thread's TMA stores (and bulk reductions) issued since
+// the last commit.
 FLASHMMA_DEVICE void tma_store_commit_group() {
 #if defined(FLASHMMA_SM90A_ENABLED)
   cuda::ptx::cp_async_bulk_commit_group();
