@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import statistics
 import subprocess
 from pathlib import Path
 
 import comparison  # bench/comparison.py
-from comparison import fmt, geometric_mean, git_commit, ratio
+from comparison import git_commit, ratio
 
 COLUMNS = ["dtype", "d", "seqlen", "batch", "heads", "causal", "flashmma_tflops", "fa2_tflops",
            "cudnn_tflops", "over_fa2", "over_cudnn"]
@@ -37,20 +36,11 @@ def sdpa_backward_ms(torch, backend, dtype, batch, seqlen, heads, d, causal, ite
         with sdpa_kernel(backend):
             out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                                    dropout_p=dropout_p)
-            times = []
-            for i in range(iters + 3):
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
-                stop.record()
-                stop.synchronize()
-                if i >= 3:
-                    times.append(start.elapsed_time(stop))
+            return comparison.median_ms(
+                torch, lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True), iters)
     except RuntimeError as error:  # a backend that refuses the shape
         print(f"# {backend} refused d={d} N={seqlen}: {error}".splitlines()[0])
         return float("nan")
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -92,16 +82,7 @@ def main() -> None:
 
     print(f"commit {args.commit or git_commit()}, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}, dropout_p {args.dropout}")
-    print("| dtype | d | N | causal | flashmma | FA2 | cuDNN | / FA2 | / cuDNN |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['dtype']} | {r['d']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
-              f"{fmt(r['flashmma_tflops'], 1)} | {fmt(r['fa2_tflops'], 1)} | "
-              f"{fmt(r['cudnn_tflops'], 1)} | {fmt(r['over_fa2'], 3)} | {fmt(r['over_cudnn'], 3)} |")
-    print(f"flashmma / FA2: geometric mean {fmt(geometric_mean([r['over_fa2'] for r in rows]), 3)}, "
-          f"minimum {fmt(min(r['over_fa2'] for r in rows), 3)}")
-    print(f"flashmma / cuDNN: geometric mean "
-          f"{fmt(geometric_mean([r['over_cudnn'] for r in rows]), 3)}")
+    comparison.print_ratio_table(rows)
     if args.out:
         comparison.write_csv(args.out, rows, COLUMNS)
 

@@ -14,21 +14,8 @@ Prints a markdown table of milliseconds.
 from __future__ import annotations
 
 import argparse
-import statistics
 
-
-def median_ms(torch, call, iters):
-    times = []
-    for i in range(iters + 3):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+import comparison  # bench/comparison.py
 
 
 def main() -> None:
@@ -76,7 +63,7 @@ def main() -> None:
 
                 for backward in (False, True):
                     with torch.set_grad_enabled(backward):
-                        t = [median_ms(torch, f(x, backward), args.iters)
+                        t = [comparison.median_ms(torch, f(x, backward), args.iters)
                              for f in (ours, fa2) for x in (0.0, p)]
                     print(f"| {d} | {n} | {'yes' if causal else 'no'} | "
                           f"{'fwd+bwd' if backward else 'fwd'} | {t[0]:.3f} | {t[1]:.3f} | "

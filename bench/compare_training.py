@@ -15,30 +15,15 @@ markdown table and the geometric means of flashmma / FA2 and flashmma / cuDNN.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import comparison  # bench/comparison.py
-from comparison import fmt, geometric_mean, ratio
+from comparison import ratio
 
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = ["dtype", "d", "seqlen", "batch", "heads", "causal", "flashmma_tflops", "fa2_tflops",
            "cudnn_tflops", "over_fa2", "over_cudnn"]
-
-
-def median_ms(torch, call, iters):
-    times = []
-    for i in range(iters + 3):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -85,7 +70,7 @@ def main() -> None:
                         return call
 
                     flops = 3.5 * 4.0 * batch * heads * n * n * d * (0.5 if causal else 1.0)
-                    tflops = [flops / median_ms(torch, call, args.iters) * 1e-9
+                    tflops = [flops / comparison.median_ms(torch, call, args.iters) * 1e-9
                               for call in (ours, sdpa(SDPBackend.FLASH_ATTENTION),
                                            sdpa(SDPBackend.CUDNN_ATTENTION))]
                     rows.append({"dtype": dtype_name, "d": d, "seqlen": n, "batch": batch,
@@ -97,16 +82,7 @@ def main() -> None:
 
     print(f"commit {args.commit or comparison.git_commit()}, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}; forward + backward, TFLOP/s at 3.5x the forward's FLOPs")
-    print("| dtype | d | N | causal | flashmma | FA2 | cuDNN | / FA2 | / cuDNN |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['dtype']} | {r['d']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
-              f"{fmt(r['flashmma_tflops'], 1)} | {fmt(r['fa2_tflops'], 1)} | "
-              f"{fmt(r['cudnn_tflops'], 1)} | {fmt(r['over_fa2'], 3)} | {fmt(r['over_cudnn'], 3)} |")
-    print(f"flashmma / FA2: geometric mean {fmt(geometric_mean([r['over_fa2'] for r in rows]), 3)}, "
-          f"minimum {fmt(min(r['over_fa2'] for r in rows), 3)}")
-    print(f"flashmma / cuDNN: geometric mean "
-          f"{fmt(geometric_mean([r['over_cudnn'] for r in rows]), 3)}")
+    comparison.print_ratio_table(rows)
     if args.out:
         comparison.write_csv(args.out, rows, COLUMNS)
 

@@ -60,6 +60,38 @@ def sdpa_backend_call(torch, backend):
     return call
 
 
+def median_ms(torch, call, iters: int) -> float:
+    """Median milliseconds of `iters` calls of `call` after 3 untimed ones, each between its own
+    CUDA events."""
+    times = []
+    for i in range(iters + 3):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def print_ratio_table(rows: list[dict]) -> None:
+    """The markdown table of flashmma against FA2 and cuDNN (keys dtype, d, seqlen, causal,
+    flashmma_tflops, fa2_tflops, cudnn_tflops, over_fa2, over_cudnn), then the geometric means
+    and the minimum against FA2."""
+    print("| dtype | d | N | causal | flashmma | FA2 | cuDNN | / FA2 | / cuDNN |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['dtype']} | {r['d']} | {r['seqlen']} | {'yes' if r['causal'] else 'no'} | "
+              f"{fmt(r['flashmma_tflops'], 1)} | {fmt(r['fa2_tflops'], 1)} | "
+              f"{fmt(r['cudnn_tflops'], 1)} | {fmt(r['over_fa2'], 3)} | {fmt(r['over_cudnn'], 3)} |")
+    print(f"flashmma / FA2: geometric mean {fmt(geometric_mean([r['over_fa2'] for r in rows]), 3)}, "
+          f"minimum {fmt(min(r['over_fa2'] for r in rows), 3)}")
+    print(f"flashmma / cuDNN: geometric mean "
+          f"{fmt(geometric_mean([r['over_cudnn'] for r in rows]), 3)}")
+
+
 def ratio(numerator: float, denominator: float) -> float:
     if numerator != numerator or denominator != denominator or denominator <= 0:
         return math.nan
