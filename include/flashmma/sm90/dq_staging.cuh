@@ -6,8 +6,8 @@
 //
 // Why not the portable kernel's vector reductions (add_dq_rows: 8 bytes per thread and
 // instruction, 32 of them per thread and step at d = 256): on the H200 at d = 256 the kernel ran
-// at 285 TFLOP/s with them and 540 with no dQ sums at all (same build otherwise, tuning log step
-// 43), so the sums, not the GEMMs, set its pace; a bulk reduction hands L2 whole rows.
+// at 273-289 TFLOP/s with them and 529-555 with no dQ sums at all (same build otherwise, tuning
+// log step 43), so the sums, not the GEMMs, set its pace; a bulk reduction hands L2 whole rows.
 //
 // Rows are kPitch floats apart, 4 more than the tile's columns: the 8 rows of a warp's fragment
 // store then start 4 banks apart, and its 256 bytes take two wavefronts, the fewest they can.

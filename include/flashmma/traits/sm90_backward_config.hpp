@@ -136,9 +136,9 @@ struct Sm90BackwardTileConfig {
 
   // How dQ reaches the fp32 accumulator: through a staging tile in shared memory and a bulk
   // reduction per row above 128 head-dim columns, else with each thread's vector reductions. On
-  // the H200 (tuning log step 43) the staging tile took d = 256 from 285 to 305 TFLOP/s and
-  // cost d = 64 and 128 5-15% (its stores and the warpgroup's meeting, where the sums are half
-  // the bytes per FLOP).
+  // the H200 (tuning log step 43) the staging tile took d = 256 from 273-286 to 299-310 TFLOP/s
+  // and cost d = 64 and 128 4-15% (its stores and the warpgroup's meeting, where the sums are
+  // half the bytes per FLOP).
   static constexpr bool kStagesDq = kSplitsHeadDim;
   // The staging tile: BlockM rows of the padded head dim in fp32, rows kDqStagePitch floats
   // apart (4 more than the columns: a warp's fragment stores then take the fewest wavefronts).
