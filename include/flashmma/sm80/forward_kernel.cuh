@@ -114,7 +114,7 @@ struct ForwardKernel {
     q_copy.issue(q_tile, seq.q, rows.begin, seq.rows - rows.begin);
     ptx::cp_async_commit();
 
-    const KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles,
+    KVStream<Config, Pages> kv(k_stages, v_stages, seq, args.head_dim, key_tiles,
                                      v_stages + Config::kStages * Config::kKVTileElements);
     kv.prepare();
     WarpAttention<Config, Policy, typename Sequence::Rows, Dropout> warp;

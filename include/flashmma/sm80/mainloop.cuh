@@ -33,7 +33,7 @@ namespace flashmma {
 namespace sm80 {
 
 template <class KV, class Warp>
-FLASHMMA_DEVICE void mainloop_split(const KV& kv, Warp& warp) {
+FLASHMMA_DEVICE void mainloop_split(KV& kv, Warp& warp) {
   using Config = typename KV::config;
   kv.issue_k(0);
   ptx::cp_async_commit();
@@ -56,14 +56,14 @@ FLASHMMA_DEVICE void mainloop_split(const KV& kv, Warp& warp) {
 
 // Stages >= 2: tile j's K and V close one group.
 template <class KV>
-FLASHMMA_DEVICE void issue_kv(const KV& kv, int tile) {
+FLASHMMA_DEVICE void issue_kv(KV& kv, int tile) {
   kv.issue_k(tile);
   kv.issue_v(tile);
   ptx::cp_async_commit();
 }
 
 template <class KV, class Warp>
-FLASHMMA_DEVICE void mainloop_ring(const KV& kv, Warp& warp) {
+FLASHMMA_DEVICE void mainloop_ring(KV& kv, Warp& warp) {
   using Config = typename KV::config;
   static_assert(Config::kStages == 2, "the ring schedule keeps exactly one tile in flight");
   issue_kv(kv, 0);
@@ -80,7 +80,7 @@ FLASHMMA_DEVICE void mainloop_ring(const KV& kv, Warp& warp) {
 }
 
 template <class KV, class Warp>
-FLASHMMA_DEVICE void mainloop_overlapped(const KV& kv, Warp& warp) {
+FLASHMMA_DEVICE void mainloop_overlapped(KV& kv, Warp& warp) {
   using Config = typename KV::config;
   constexpr int kAhead = Config::kStages - 1;  // tiles in flight beyond the current one
 #pragma unroll
@@ -113,7 +113,7 @@ FLASHMMA_DEVICE void mainloop_overlapped(const KV& kv, Warp& warp) {
 
 // `kv` is a KVStream (kv_stream.cuh).
 template <class KV, class Warp>
-FLASHMMA_DEVICE void mainloop(const KV& kv, Warp& warp) {
+FLASHMMA_DEVICE void mainloop(KV& kv, Warp& warp) {
   using Config = typename KV::config;
   if constexpr (Config::kStages == 1) {
     mainloop_split(kv, warp);
