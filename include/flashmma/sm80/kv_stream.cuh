@@ -43,10 +43,10 @@ class KVStream {
 
  public:
   using config = Config;
-  // Shared memory a paged stream needs beyond the config's: kPageSlots x (K, V) x BlockN
-  // 64-bit row offsets.
+  // Shared memory a paged stream needs beyond the config's: kPageSlots x (K, V) x BlockN row
+  // addresses.
   static constexpr std::size_t kPageSmemBytes =
-      kPageable ? sizeof(int64_t) * kPageSlots * 2 * Config::kBlockN : 0;
+      kPageable ? sizeof(const Element*) * kPageSlots * 2 * Config::kBlockN : 0;
 
   // The K/V head of `seq` (a SequenceInfo whose pages are of type Pages).
   // `page_offsets`: kPageSmemBytes of shared memory (unused without pages).
@@ -67,7 +67,7 @@ class KVStream {
         pages_(seq.pages),
         k_row_stride_(seq.k_row_stride),
         v_row_stride_(seq.v_row_stride),
-        row_offsets_(static_cast<int64_t*>(page_offsets)) {}
+        row_addresses_(static_cast<const Element**>(page_offsets)) {}
 
   // Before the schedule's first copy, by every thread: a paged stream resolves the rows of the
   // tiles its schedule issues before its first barrier. Nothing without pages.
@@ -97,7 +97,7 @@ class KVStream {
   FLASHMMA_DEVICE void issue_k(int tile) const {
     if (tile >= num_tiles_) return;
     if constexpr (kPageable) {
-      issue_paged(k_copy_, k_stages_, k_head_, tile, /*v=*/0);
+      issue_paged(k_copy_, k_stages_, tile, /*v=*/0);
     } else {
       issue(k_copy_, k_stages_, k_rows_, tile);
     }
@@ -105,7 +105,7 @@ class KVStream {
   FLASHMMA_DEVICE void issue_v(int tile) {
     if (tile >= num_tiles_) return;
     if constexpr (kPageable) {
-      issue_paged(v_copy_, v_stages_, v_head_, tile, /*v=*/1);
+      issue_paged(v_copy_, v_stages_, tile, /*v=*/1);
       if (tile + 1 >= kPreparedTiles) {  // ahead of its first copy
         store_rows(tile + 1);
         fetch_pages(tile + 2);
@@ -129,23 +129,23 @@ class KVStream {
     copy.issue(stages + offset(tile), rows, row, keys_left_ - row);
   }
 
-  // The K (v = 0) and V (v = 1) row offsets of tile `tile` in its slot of the ring.
-  FLASHMMA_DEVICE int64_t* row_offsets(int tile, int v) const {
-    return row_offsets_ + ((tile % kPageSlots) * 2 + v) * Config::kBlockN;
+  // The K (v = 0) and V (v = 1) row addresses of tile `tile` in its slot of the ring.
+  FLASHMMA_DEVICE const Element** row_addresses(int tile, int v) const {
+    return row_addresses_ + ((tile % kPageSlots) * 2 + v) * Config::kBlockN;
   }
 
-  // A paged cache: the rows of tile `tile` from their offsets (resolve_rows). Tiles start at
-  // multiples of BlockN, so with pages of a multiple of BlockN keys a tile lies in one page: its
-  // rows are then evenly spaced from the first one's, as in a contiguous cache.
+  // A paged cache: the rows of tile `tile` from their addresses. Tiles start at multiples of
+  // BlockN, so with pages of a multiple of BlockN keys a tile lies in one page: its rows are then
+  // evenly spaced from the first one's, as in a contiguous cache.
   FLASHMMA_DEVICE void issue_paged(const TileCopy<Config, Config::kBlockN>& copy,
-                                   Element* stages, const Element* head, int tile, int v) const {
+                                   Element* stages, int tile, int v) const {
     const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
-    const int64_t* offsets = row_offsets(tile, v);
+    const Element* const* const addresses = row_addresses(tile, v);
     if (pages_.page_size % Config::kBlockN == 0) {
-      copy.issue(stages + offset(tile), head + offsets[0], 0, keys_left_ - row);
+      copy.issue(stages + offset(tile), addresses[0], 0, keys_left_ - row);
       return;
     }
-    copy.issue_gathered(stages + offset(tile), head, [&](int r) { return offsets[r]; },
+    copy.issue_gathered(stages + offset(tile), [&](int r) { return addresses[r]; },
                         keys_left_ - row);
   }
 
@@ -170,21 +170,21 @@ class KVStream {
   }
   FLASHMMA_DEVICE void store_rows(int tile) const {
     if (tile >= num_tiles_) return;
-    int64_t* const k_offsets = row_offsets(tile, 0);
-    int64_t* const v_offsets = row_offsets(tile, 1);
+    const Element** const k_addresses = row_addresses(tile, 0);
+    const Element** const v_addresses = row_addresses(tile, 1);
 #pragma unroll
     for (int i = 0; i < kResolvedRows; ++i) {
       const int r = static_cast<int>(threadIdx.x) + i * Config::kThreads;
       if (r >= Config::kBlockN) break;
-      int64_t k_offset = 0;
-      int64_t v_offset = 0;
+      const Element* k_address = k_head_;
+      const Element* v_address = v_head_;
       if (page_row_[i] >= 0) {
         report_bad_page(page_[i], pages_.num_pages);
-        k_offset = page_[i] * pages_.k_page_stride + page_row_[i] * k_row_stride_;
-        v_offset = page_[i] * pages_.v_page_stride + page_row_[i] * v_row_stride_;
+        k_address += page_[i] * pages_.k_page_stride + page_row_[i] * k_row_stride_;
+        v_address += page_[i] * pages_.v_page_stride + page_row_[i] * v_row_stride_;
       }
-      k_offsets[r] = k_offset;
-      v_offsets[r] = v_offset;
+      k_addresses[r] = k_address;
+      v_addresses[r] = v_address;
     }
   }
 
@@ -207,7 +207,7 @@ class KVStream {
   Pages pages_;
   int64_t k_row_stride_;
   int64_t v_row_stride_;
-  int64_t* row_offsets_;  // a paged stream's ring of row offsets in shared memory
+  const Element** row_addresses_;  // a paged stream's ring of row addresses in shared memory
 };
 
 }  // namespace sm80

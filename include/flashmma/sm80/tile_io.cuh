@@ -88,31 +88,31 @@ class TileCopy {
   }
 
   // The same for a tile whose rows are not evenly spaced (a paged KV cache): row r of the tile
-  // starts at matrix + row_offset(r), asked for the first `rows_left` rows only (the others are
-  // zero-filled). Every offset is taken before the first copy is issued, so that their loads
-  // overlap: taken one copy at a time, each copy waited for its own offset, which cost pages of
-  // 16 keys 6-9% of their decoding speed on an H200.
-  template <class Element, class RowOffset>
-  FLASHMMA_DEVICE void issue_gathered(Element* smem_tile, const Element* matrix,
-                                      RowOffset&& row_offset, int64_t rows_left) const {
+  // starts at row_address(r), a valid address for every r < Rows, asked for the first
+  // `rows_left` rows only (the others are zero-filled). Every address is taken before the first
+  // copy is issued, so that their loads overlap: taken one copy at a time, each copy waited for
+  // its own, which cost pages of 16 keys 6-9% of their decoding speed on an H200.
+  template <class Element, class RowAddress>
+  FLASHMMA_DEVICE void issue_gathered(Element* smem_tile, RowAddress&& row_address,
+                                      int64_t rows_left) const {
     const int rows = rows_left < Rows ? static_cast<int>(rows_left) : Rows;
     const Element* sources[kChunksPerThread];
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const int row = chunk_row(i);
-      const int column = chunk_column(i);
-      sources[i] = row < rows && column < head_dim_ ? matrix + row_offset(row) + column : nullptr;
+      sources[i] = row_address(kWholeRows || row < Rows ? row : 0) + chunk_column(i);
     }
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const int row = chunk_row(i);
       if (!kWholeRows && row >= Rows) break;
+      const bool in_bounds =
+          row < rows && (kFixedColumn ? column_in_bounds_ : chunk_column(i) < head_dim_);
       Element* const destination =
           kFixedColumn && kAffineSmem
               ? smem_tile + Layout::offset(first_row_, column_) + i * kRowStep * Layout::kRowStride
               : smem_tile + Layout::offset(row, chunk_column(i));
-      ptx::cp_async_cg_16(ptx::smem_address(destination),
-                          sources[i] != nullptr ? sources[i] : matrix, sources[i] != nullptr);
+      ptx::cp_async_cg_16(ptx::smem_address(destination), sources[i], in_bounds);
     }
   }
 
