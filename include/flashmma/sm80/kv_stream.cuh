@@ -9,12 +9,15 @@
 // (mainloop.cuh).
 //
 // A paged cache's rows are resolved one tile ahead: issue_v(j) ends by storing the K and V
-// offset of each row of tile j + 1 in a ring of kPageSlots shared-memory slots, so that the
-// copies of a tile read offsets that are already there instead of waiting for the table and
+// address of each row of tile j + 1 in a ring of kPageSlots shared-memory slots, so that the
+// copies of a tile read addresses that are already there instead of waiting for the table and
 // dividing by the page size per copy (which, per 16-byte copy, about doubled the instructions of
-// a tile at pages of 16 keys). The table entries those offsets come from were loaded into
+// a tile at pages of 16 keys). The table entries those addresses come from were loaded into
 // registers one tile earlier still (fetch_pages), so that no thread waits for the table either:
 // waiting for it in every tile cost pages of 16 keys 7-9% of their decoding speed on an H200.
+// Whole addresses, not offsets from the head: a copy then adds its column to one loaded pointer
+// (offsets cost pages of 16 keys another 5-8%), and every page size takes the same path (a tile
+// inside one page, read as evenly spaced rows, was no faster).
 // Every schedule puts a block-wide barrier between issue_v(j) and the first copy of tile j + 1,
 // and between the last copy of a tile and the next write of its slot, given kPageSlots and the
 // tiles prepare() resolves first.
@@ -36,7 +39,7 @@ template <class Config, class Pages = NoKVPages>
 class KVStream {
   using Element = typename Config::element_type;
   static constexpr bool kPageable = std::is_same<Pages, KVPages>::value;
-  // Row offsets of a paged cache: the schedules issue up to Stages - 1 tiles back to back before
+  // Row addresses of a paged cache: the schedules issue up to Stages - 1 tiles back to back before
   // their first barrier (mainloop.cuh), so prepare() resolves those, and the ring holds one more.
   static constexpr int kPreparedTiles = Config::kStages > 1 ? Config::kStages - 1 : 1;
   static constexpr int kPageSlots = kPreparedTiles + 1;
@@ -49,10 +52,10 @@ class KVStream {
       kPageable ? sizeof(const Element*) * kPageSlots * 2 * Config::kBlockN : 0;
 
   // The K/V head of `seq` (a SequenceInfo whose pages are of type Pages).
-  // `page_offsets`: kPageSmemBytes of shared memory (unused without pages).
+  // `page_rows`: kPageSmemBytes of shared memory (unused without pages).
   template <class Sequence>
   FLASHMMA_DEVICE KVStream(Element* k_stages, Element* v_stages, const Sequence& seq,
-                           int head_dim, const TileRange& tiles, void* page_offsets = nullptr)
+                           int head_dim, const TileRange& tiles, void* page_rows = nullptr)
       : k_stages_(k_stages),
         v_stages_(v_stages),
         first_key_(tiles.first * Config::kBlockN),
@@ -67,7 +70,7 @@ class KVStream {
         pages_(seq.pages),
         k_row_stride_(seq.k_row_stride),
         v_row_stride_(seq.v_row_stride),
-        row_addresses_(static_cast<const Element**>(page_offsets)) {}
+        row_addresses_(static_cast<const Element**>(page_rows)) {}
 
   // Before the schedule's first copy, by every thread: a paged stream resolves the rows of the
   // tiles its schedule issues before its first barrier. Nothing without pages.
@@ -134,26 +137,20 @@ class KVStream {
     return row_addresses_ + ((tile % kPageSlots) * 2 + v) * Config::kBlockN;
   }
 
-  // A paged cache: the rows of tile `tile` from their addresses. Tiles start at multiples of
-  // BlockN, so with pages of a multiple of BlockN keys a tile lies in one page: its rows are then
-  // evenly spaced from the first one's, as in a contiguous cache.
+  // A paged cache: the rows of tile `tile` from their addresses.
   FLASHMMA_DEVICE void issue_paged(const TileCopy<Config, Config::kBlockN>& copy,
                                    Element* stages, int tile, int v) const {
     const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
     const Element* const* const addresses = row_addresses(tile, v);
-    if (pages_.page_size % Config::kBlockN == 0) {
-      copy.issue(stages + offset(tile), addresses[0], 0, keys_left_ - row);
-      return;
-    }
     copy.issue_gathered(stages + offset(tile), [&](int r) { return addresses[r]; },
                         keys_left_ - row);
   }
 
   // Resolving a tile's rows takes two steps, a tile apart, so that the table's latency is not
   // waited for: fetch_pages(tile) loads the table entries of the rows this thread resolves into
-  // registers, store_rows(tile) (a tile later) turns them into each row's K and V offset from
-  // the head's row 0 of page 0 and stores them in the tile's slot. Rows past the keys get 0
-  // (their copies are zero-fills, and read no table entry). Keys are below 2^30.
+  // registers, store_rows(tile) (a tile later) turns them into each row's K and V address and
+  // stores them in the tile's slot. Rows past the keys get the head's address (their copies are
+  // zero-fills, and read no table entry). Keys are below 2^30.
   FLASHMMA_DEVICE void fetch_pages(int tile) {
     const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
 #pragma unroll
