@@ -76,6 +76,40 @@ TEST_CASE("merging partial softmax results over a split of the keys gives the wh
   REQUIRE(right.lse == Approx(whole.lse).epsilon(1e-5));
 }
 
+TEST_CASE("many partials at once: the folded LSE and merge_weight give the whole", "[merge]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  constexpr std::size_t kKeys = 53, kDims = 4;
+  std::vector<float> logits(kKeys);
+  std::vector<std::vector<float>> values(kKeys, std::vector<float>(kDims));
+  for (std::size_t j = 0; j < kKeys; ++j) {
+    logits[j] = normal(rng);
+    for (float& v : values[j]) v = normal(rng);
+  }
+  const Partial whole = softmax_over(logits, values, 0, kKeys, kDims);
+  // Uneven parts, two of them empty (as split-KV's splits past a row's keys are).
+  const std::size_t bounds[] = {0, 5, 5, 19, 20, 41, 53, 53};
+  std::vector<Partial> parts;
+  for (std::size_t i = 0; i + 1 < std::size(bounds); ++i) {
+    parts.push_back(softmax_over(logits, values, bounds[i], bounds[i + 1], kDims));
+  }
+  float lse = -INFINITY;
+  for (const Partial& p : parts) lse = flashmma::merge_softmax(lse, p.lse).lse;
+  REQUIRE(lse == Approx(whole.lse).epsilon(1e-5));
+  std::vector<float> o(kDims, 0.f);
+  float weights = 0.f;
+  for (const Partial& p : parts) {
+    const float w = flashmma::merge_weight(p.lse, lse);
+    if (p.lse == -INFINITY) CHECK(w == 0.f);
+    weights += w;
+    for (std::size_t d = 0; d < kDims; ++d) o[d] += w * p.o[d];
+  }
+  CHECK(weights == Approx(1.f).epsilon(1e-5));
+  for (std::size_t d = 0; d < kDims; ++d) REQUIRE(o[d] == Approx(whole.o[d]).margin(1e-5));
+  // Every partial empty: the union is empty and every weight 0 (no NaN).
+  CHECK(flashmma::merge_weight(-INFINITY, -INFINITY) == 0.f);
+}
+
 TEST_CASE("empty partials: O = 0 and LSE = -inf, never NaN", "[merge]") {
   const flashmma::SoftmaxMergeWeights both_empty = flashmma::merge_softmax(-INFINITY, -INFINITY);
   CHECK(both_empty.lse == -INFINITY);

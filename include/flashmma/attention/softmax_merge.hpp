@@ -11,6 +11,11 @@
 //
 // Empty partials: with both empty, lse stays -inf and both weights are 0 (never -inf - -inf);
 // with one empty, its weight is 0 and the other's is 1.
+//
+// Many partials at once (split-KV's combine step): the union's lse is merge_softmax's lse
+// folded over theirs, in any order, and partial i's weight is merge_weight(lse_i, lse), the
+// same exp(lse_i - lse) as above. Knowing every weight before reading any o lets a reader load
+// all of the o's at once.
 #pragma once
 
 #include <cmath>
@@ -32,6 +37,12 @@ FLASHMMA_HOST_DEVICE SoftmaxMergeWeights merge_softmax(float lse_a, float lse_b)
   const float b = expf(lse_b - m);
   const float sum = a + b;
   return {m + logf(sum), a / sum, b / sum};
+}
+
+// The weight of a partial in a union of partials (above): exp(lse_part - lse_union), 0 for an
+// empty partial (and so for every partial of an empty union).
+FLASHMMA_HOST_DEVICE float merge_weight(float lse_part, float lse_union) {
+  return lse_part == -INFINITY ? 0.f : expf(lse_part - lse_union);
 }
 
 }  // namespace flashmma
