@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -48,16 +49,27 @@ Partial merge(const Partial& a, const Partial& b) {
   return merged;
 }
 
-TEST_CASE("merging partial softmax results over a split of the keys gives the whole", "[merge]") {
-  std::mt19937 rng(7);
+// Random logits (one per key) and values (kDims per key).
+struct Keys {
+  std::vector<float> logits;
+  std::vector<std::vector<float>> values;
+};
+Keys random_keys(unsigned seed, std::size_t keys, std::size_t dims) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 3.f);
-  constexpr std::size_t kKeys = 37, kDims = 5;
-  std::vector<float> logits(kKeys);
-  std::vector<std::vector<float>> values(kKeys, std::vector<float>(kDims));
-  for (std::size_t j = 0; j < kKeys; ++j) {
-    logits[j] = normal(rng);
-    for (float& v : values[j]) v = normal(rng);
+  Keys k{std::vector<float>(keys), std::vector<std::vector<float>>(keys, std::vector<float>(dims))};
+  for (std::size_t j = 0; j < keys; ++j) {
+    k.logits[j] = normal(rng);
+    for (float& v : k.values[j]) v = normal(rng);
   }
+  return k;
+}
+
+TEST_CASE("merging partial softmax results over a split of the keys gives the whole", "[merge]") {
+  constexpr std::size_t kKeys = 37, kDims = 5;
+  const Keys keys = random_keys(7, kKeys, kDims);
+  const std::vector<float>& logits = keys.logits;
+  const std::vector<std::vector<float>>& values = keys.values;
   const Partial whole = softmax_over(logits, values, 0, kKeys, kDims);
   for (std::size_t split = 0; split <= kKeys; ++split) {
     const Partial merged = merge(softmax_over(logits, values, 0, split, kDims),
@@ -77,15 +89,10 @@ TEST_CASE("merging partial softmax results over a split of the keys gives the wh
 }
 
 TEST_CASE("many partials at once: the folded LSE and merge_weight give the whole", "[merge]") {
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.f, 3.f);
   constexpr std::size_t kKeys = 53, kDims = 4;
-  std::vector<float> logits(kKeys);
-  std::vector<std::vector<float>> values(kKeys, std::vector<float>(kDims));
-  for (std::size_t j = 0; j < kKeys; ++j) {
-    logits[j] = normal(rng);
-    for (float& v : values[j]) v = normal(rng);
-  }
+  const Keys keys = random_keys(11, kKeys, kDims);
+  const std::vector<float>& logits = keys.logits;
+  const std::vector<std::vector<float>>& values = keys.values;
   const Partial whole = softmax_over(logits, values, 0, kKeys, kDims);
   // Uneven parts, two of them empty (as split-KV's splits past a row's keys are).
   const std::size_t bounds[] = {0, 5, 5, 19, 20, 41, 53, 53};
