@@ -12,6 +12,11 @@ plans its split count automatically (the workspace is allocated by the binding);
 grouped-query heads through enable_gqa=True where the backend takes it, else K and V repeated
 to 32 heads (noted; the repeated tensors are not what it reads per byte counted).
 
+With --flashmma-bench PATH (a built flashmma_bench), flashmma is timed by that program's decode
+preset instead, in a process of its own run first (the same shapes, bf16, 2 rounds, the median
+round), so that the comparison needs no PyTorch extension build; its max_abs_diff_vs_fa2 is then
+not measured (the bench checks each row against its fp64 reference instead).
+
 Metric: GB/s of K and V read (2 * batch * cache * heads_kv * d * 2 bytes over the median time),
 the number a decoding kernel is bound by. Timing as bench/compare.py: implementations
 interleaved, one call each per round, input sets rotated past twice the L2.
@@ -41,12 +46,35 @@ def kv_bytes(batch: int, cache: int) -> int:
     return 2 * batch * cache * HEADS_KV * HEAD_DIM * 2
 
 
+def bench_times(path: Path, dtype: str, iters: int) -> dict:
+    """{(batch, cache): median ms} of flashmma_bench's decode preset (each row checked by it)."""
+    import csv
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "decode.csv"
+        subprocess.run([str(path), "--preset", "decode", "--dtype", dtype, "--iters", str(iters),
+                        "--rounds", "2", "--format", "csv", "--out", str(out)], check=True,
+                       stdout=subprocess.DEVNULL)
+        with out.open() as f:
+            rows = list(csv.DictReader(f))
+    times = {}
+    for r in rows:
+        if r["status"] != "ok":
+            raise RuntimeError(f"flashmma_bench row {r['batch']} x {r['seqlen_k']}: {r['status']}")
+        times[(int(r["batch"]), int(r["seqlen_k"]))] = float(r["ms_median"])
+    return times
+
+
 def measure(args) -> list[dict]:
     import torch
     from torch.nn.attention import SDPBackend
 
-    sys.path.insert(0, str(REPO / "examples" / "pytorch"))
-    import flashmma_torch
+    from_bench = bench_times(args.flashmma_bench, args.dtype, args.iters) if args.flashmma_bench else None
+    if from_bench is None:
+        sys.path.insert(0, str(REPO / "examples" / "pytorch"))
+        import flashmma_torch
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     backends = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
@@ -64,6 +92,9 @@ def measure(args) -> list[dict]:
         outputs, runners = {}, {}
         for name in IMPLEMENTATIONS:
             row[f"{name}_ms"] = math.nan
+            if name == "flashmma" and from_bench is not None:
+                notes.append("flashmma: flashmma_bench")
+                continue
             try:
                 with torch.no_grad():
                     if name == "flashmma":
@@ -90,6 +121,8 @@ def measure(args) -> list[dict]:
                 for name, ms in comparison.time_interleaved(torch, runners, args.warmup,
                                                             args.iters).items():
                     row[f"{name}_ms"] = ms
+        if from_bench is not None:
+            row["flashmma_ms"] = from_bench[(batch, cache)]
         for name in IMPLEMENTATIONS:
             ms = row[f"{name}_ms"]
             row[f"{name}_gbs"] = kv_bytes(batch, cache) / (ms * 1e-3) / 1e9 if ms == ms else math.nan
@@ -131,6 +164,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", choices=("fp16", "bf16"), default="bf16")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--flashmma-bench", type=Path,
+                        help="time flashmma with this flashmma_bench (its decode preset) instead of "
+                             "the PyTorch extension")
     args = parser.parse_args(argv)
     rows = measure(args)
     import torch
