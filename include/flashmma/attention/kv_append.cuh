@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The append step of a KV-cache call (attention/kv_append.hpp): new keys and values written into
 // the cache (contiguous or paged), keys and queries rotated, the new lengths written. A kernel
-// type for launch.cuh, plain CUDA like the split-KV combine: one warp per row of head_dim
+// type for launch.cuh, plain CUDA like the split-KV combine, with one warp per row of head_dim
 // values, so that its reads and writes are coalesced.
 #pragma once
 

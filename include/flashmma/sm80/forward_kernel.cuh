@@ -78,7 +78,7 @@ struct ForwardKernel {
 
   static constexpr int kThreads = Config::kThreads;
   static constexpr int kMinBlocksPerSm = Config::kMinBlocksPerSm;
-  // A paged cache's stream keeps its row offsets after the K/V stages.
+  // A paged cache's stream keeps its row addresses after the K/V stages.
   static constexpr std::size_t kSmemBytes =
       Config::kSmemBytes + KVStream<Config, Pages>::kPageSmemBytes;
   static constexpr const char* kName = "forward_kernel";  // in messages
