@@ -67,9 +67,7 @@ Keys random_keys(unsigned seed, std::size_t keys, std::size_t dims) {
 
 TEST_CASE("merging partial softmax results over a split of the keys gives the whole", "[merge]") {
   constexpr std::size_t kKeys = 37, kDims = 5;
-  const Keys keys = random_keys(7, kKeys, kDims);
-  const std::vector<float>& logits = keys.logits;
-  const std::vector<std::vector<float>>& values = keys.values;
+  const auto [logits, values] = random_keys(7, kKeys, kDims);
   const Partial whole = softmax_over(logits, values, 0, kKeys, kDims);
   for (std::size_t split = 0; split <= kKeys; ++split) {
     const Partial merged = merge(softmax_over(logits, values, 0, split, kDims),
@@ -90,9 +88,7 @@ TEST_CASE("merging partial softmax results over a split of the keys gives the wh
 
 TEST_CASE("many partials at once: the folded LSE and merge_weight give the whole", "[merge]") {
   constexpr std::size_t kKeys = 53, kDims = 4;
-  const Keys keys = random_keys(11, kKeys, kDims);
-  const std::vector<float>& logits = keys.logits;
-  const std::vector<std::vector<float>>& values = keys.values;
+  const auto [logits, values] = random_keys(11, kKeys, kDims);
   const Partial whole = softmax_over(logits, values, 0, kKeys, kDims);
   // Uneven parts, two of them empty (as split-KV's splits past a row's keys are).
   const std::size_t bounds[] = {0, 5, 5, 19, 20, 41, 53, 53};
