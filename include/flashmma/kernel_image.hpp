@@ -32,10 +32,11 @@ inline std::string architecture_build_hint(int min_compute_capability) {
          "CUDA_ARCHITECTURES \"80;90a\" (CMake's default is older)";
 }
 
-// Ok when `kernel` has loadable code compiled for `min_compute_capability` or newer.
+// Ok when `kernel` has loadable code compiled for `min_compute_capability` or newer;
+// `attributes` receives what the runtime reports of that code.
 inline Status check_kernel_image(const void* kernel, int min_compute_capability,
-                                 const char* kernel_name) {
-  cudaFuncAttributes attributes{};
+                                 const char* kernel_name, cudaFuncAttributes& attributes) {
+  attributes = cudaFuncAttributes{};
   const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
   if (error == cudaErrorNoKernelImageForDevice || error == cudaErrorInvalidDeviceFunction) {
     cudaGetLastError();  // not sticky: clear it so the caller's next check does not see it

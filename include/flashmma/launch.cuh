@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "flashmma/attention/scheduler.hpp"
 #include "flashmma/device.hpp"
@@ -61,13 +62,27 @@ bool sm90a_code_loaded() {
          arch_specific;
 }
 
+// Whether a kernel type waits for the grids before it (ptx/grid_dependency.cuh) before it
+// reads anything, and so may be launched while they run: its optional member
+// `static constexpr bool kWaitsForPrerequisiteGrids = true`.
+template <class Kernel, class = void>
+struct WaitsForPrerequisiteGrids : std::false_type {};
+template <class Kernel>
+struct WaitsForPrerequisiteGrids<Kernel, std::void_t<decltype(Kernel::kWaitsForPrerequisiteGrids)>>
+    : std::bool_constant<Kernel::kWaitsForPrerequisiteGrids> {};
+
+// The compute capability whose code has griddepcontrol (ptx/grid_dependency.cuh).
+inline constexpr int kGridDependencyMinVersion = 90;
+
 template <class Kernel>
 Status launch_kernel(const typename Kernel::Params& params, const GridShape& grid,
                      cudaStream_t stream) {
   const auto entry = kernel_entry<Kernel>;
   // A build without code for the kernel's architecture must not launch a compiled-out body.
+  cudaFuncAttributes loaded{};
   if (Status s = check_kernel_image(reinterpret_cast<const void*>(entry),
-                                    Kernel::arch_tag::kMinComputeCapability, Kernel::kName);
+                                    Kernel::arch_tag::kMinComputeCapability, Kernel::kName,
+                                    loaded);
       !s)
     return s;
   if constexpr (Kernel::arch_tag::kArchSpecific) {
@@ -82,8 +97,28 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
       !s)
     return s;
+  const std::string what = std::string("launching ") + Kernel::kName;
+  // Overlapped with the kernel before it only where the loaded code holds the wait: code
+  // compiled from compute_80 PTX (ptxVersion 80) has it compiled out, whatever GPU runs it.
+  if constexpr (WaitsForPrerequisiteGrids<Kernel>::value) {
+    if (loaded.ptxVersion >= kGridDependencyMinVersion) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(grid.x, grid.y, grid.z);
+      config.blockDim = dim3(Kernel::kThreads);
+      config.dynamicSmemBytes = Kernel::kSmemBytes;
+      config.stream = stream;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      const cudaError_t error = cudaLaunchKernelEx(&config, entry, params);
+      if (error != cudaSuccess) cudaGetLastError();  // reported here, not at the next check
+      return cuda_status(error, what.c_str());
+    }
+  }
   entry<<<dim3(grid.x, grid.y, grid.z), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
-  return cuda_status(cudaGetLastError(), (std::string("launching ") + Kernel::kName).c_str());
+  return cuda_status(cudaGetLastError(), what.c_str());
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "flashmma/ptx/cp_async.cuh"
+#include "flashmma/ptx/grid_dependency.cuh"
 #include "flashmma/ptx/ldmatrix.cuh"
 #include "flashmma/ptx/math.cuh"
 #include "flashmma/ptx/mma.cuh"

@@ -57,19 +57,17 @@ TEST_CASE("choose_split_count: splits only grids that leave the GPU idle", "[spl
   // Decoding, one query tile per (batch, head): 8 sequences x 32 heads = 256 blocks, 97% of a
   // wave already: no split.
   CHECK(flashmma::choose_split_count({256, 128, concurrent}) == 1);
-  // 1 x 8 heads over a 128k cache (1024 tiles of 128 keys): 8 blocks. Splits fill the GPU once:
-  // 33 splits would be 264 blocks; the smallest count within 85% of that efficiency is taken.
-  const int one_sequence = flashmma::choose_split_count({8, 1024, concurrent});
-  CHECK(one_sequence >= 29);
-  CHECK(one_sequence <= 33);
-  CHECK(8 * one_sequence <= concurrent);
+  // 1 x 8 heads over a 128k cache (1024 tiles of 128 keys): 8 blocks. 33 splits fill the
+  // wave exactly (264 blocks).
+  CHECK(flashmma::choose_split_count({8, 1024, concurrent}) == 33);
+  // 8 sequences x 8 heads: 4 splits make 256 blocks (97%); 5 would start a second wave.
+  CHECK(flashmma::choose_split_count({64, 1024, concurrent}) == 4);
   // Never more splits than key tiles, nor than kMaxSplits.
   CHECK(flashmma::choose_split_count({1, 3, concurrent}) == 3);
-  // One block on a huge GPU: every count up to the cap has efficiency s / 100000, and the
-  // smallest within 85% of 128's is 109.
-  CHECK(flashmma::choose_split_count({1, 100000, 100000}) == 109);
-  // The rule, checked over a range of grids: the result is at least 1 and at most the cap, and
-  // no smaller count reaches 85% of the best wave efficiency.
+  CHECK(flashmma::choose_split_count({1, 100000, 100000}) == flashmma::kMaxSplits);
+  // The rule, checked over a range of grids: the result is at least 1 and at most the cap, its
+  // wave efficiency is the best any count up to the cap reaches, and no smaller count reaches
+  // it.
   const auto efficiency = [&](int64_t work, int64_t s) {
     const int64_t blocks = work * s;
     const int64_t waves = (blocks + concurrent - 1) / concurrent;
@@ -83,11 +81,14 @@ TEST_CASE("choose_split_count: splits only grids that leave the GPU idle", "[spl
       REQUIRE(s <= tiles);
       const int64_t cap = std::min<int64_t>(
           std::min<int64_t>(tiles, flashmma::kMaxSplits), (concurrent + work - 1) / work);
-      double best = 0;
-      for (int64_t c = 1; c <= cap; ++c) best = std::max(best, efficiency(work, c));
+      REQUIRE(s <= cap);
       if (work * 5 < concurrent * 4) {
-        CHECK(efficiency(work, s) >= 0.85 * best);
-        for (int64_t c = 1; c < s; ++c) CHECK(efficiency(work, c) < 0.85 * best);
+        double best = 0;
+        for (int64_t c = 1; c <= cap; ++c) best = std::max(best, efficiency(work, c));
+        CHECK(efficiency(work, s) == Approx(best));
+        for (int64_t c = 1; c < s; ++c) CHECK(efficiency(work, c) < best * (1 - 1e-12));
+      } else {
+        CHECK(s == 1);
       }
     }
   }

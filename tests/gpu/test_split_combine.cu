@@ -151,4 +151,5 @@ TEMPLATE_TEST_CASE("the split-KV combine merges partials into the whole row's so
   check_combine<TestType>({1, 4, 3, 256, 5, 300});    // the largest head dim
   check_combine<TestType>({2, 2, 1, 128, 128, 200});  // many splits, many of them empty
   check_combine<TestType>({3, 1, 2, 8, 7, 9});        // one column per lane at most
+  check_combine<TestType>({1, 8, 1, 136, 50, 400});   // 3 slots of 34 threads; 17 splits each
 }

@@ -28,14 +28,31 @@ struct KVPages {
   int64_t k_page_stride = 0;       // elements from one page of K to the next
   int64_t v_page_stride = 0;
 
-  // The offset of key `key`'s row from its head's row 0 of page 0, in a pool whose pages are
-  // `page_stride` elements apart and rows `row_stride` apart. The key must exist (its table
-  // entry is read).
+  // Where key `key` is: the block table entry that holds its page, and its row in the page.
+  struct KeySlot {
+    int32_t entry;
+    int32_t row;
+  };
+  FLASHMMA_HOST_DEVICE KeySlot locate(int32_t key) const {
+    const int32_t entry = key / page_size;
+    return {entry, key - entry * page_size};
+  }
+
+  // The offset of row `row` of page `page` from its head's row 0 of page 0, in a pool whose
+  // pages are `page_stride` elements apart and rows `row_stride` apart. A page number outside
+  // the pool stops the kernel.
+  FLASHMMA_HOST_DEVICE int64_t page_row_offset(int32_t page, int32_t row, int64_t page_stride,
+                                               int64_t row_stride) const {
+    report_bad_page(page, num_pages);
+    return page * page_stride + row * row_stride;
+  }
+
+  // Both steps at once: the offset of key `key`'s row. The key must exist (its table entry is
+  // read). The K/V stream takes the steps a tile apart, so that no thread waits for the table.
   FLASHMMA_HOST_DEVICE int64_t row_offset(int32_t key, int64_t page_stride,
                                           int64_t row_stride) const {
-    const int32_t page = table[key / page_size];
-    report_bad_page(page, num_pages);
-    return page * page_stride + (key % page_size) * row_stride;
+    const KeySlot slot = locate(key);
+    return page_row_offset(table[slot.entry], slot.row, page_stride, row_stride);
   }
 };
 

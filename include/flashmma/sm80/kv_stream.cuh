@@ -148,9 +148,10 @@ class KVStream {
 
   // Resolving a tile's rows takes two steps, a tile apart, so that the table's latency is not
   // waited for: fetch_pages(tile) loads the table entries of the rows this thread resolves into
-  // registers, store_rows(tile) (a tile later) turns them into each row's K and V address and
-  // stores them in the tile's slot. Rows past the keys get the head's address (their copies are
-  // zero-fills, and read no table entry). Keys are below 2^30.
+  // registers (KVPages::locate), store_rows(tile) (a tile later) turns them into each row's K
+  // and V address (KVPages::page_row_offset) and stores them in the tile's slot. Rows past the
+  // keys get the head's address (their copies are zero-fills, and read no table entry). Keys
+  // are below 2^30.
   FLASHMMA_DEVICE void fetch_pages(int tile) {
     const int64_t row = static_cast<int64_t>(tile) * Config::kBlockN;
 #pragma unroll
@@ -158,10 +159,9 @@ class KVStream {
       const int r = static_cast<int>(threadIdx.x) + i * Config::kThreads;
       page_row_[i] = -1;
       if (tile < num_tiles_ && r < Config::kBlockN && row + r < keys_left_) {
-        const int32_t key = static_cast<int32_t>(first_key_ + row + r);
-        const int32_t entry = key / pages_.page_size;
-        page_row_[i] = key - entry * pages_.page_size;
-        page_[i] = pages_.table[entry];
+        const KVPages::KeySlot slot = pages_.locate(static_cast<int32_t>(first_key_ + row + r));
+        page_row_[i] = slot.row;
+        page_[i] = pages_.table[slot.entry];
       }
     }
   }
@@ -176,9 +176,10 @@ class KVStream {
       const Element* k_address = k_head_;
       const Element* v_address = v_head_;
       if (page_row_[i] >= 0) {
-        report_bad_page(page_[i], pages_.num_pages);
-        k_address += page_[i] * pages_.k_page_stride + page_row_[i] * k_row_stride_;
-        v_address += page_[i] * pages_.v_page_stride + page_row_[i] * v_row_stride_;
+        k_address +=
+            pages_.page_row_offset(page_[i], page_row_[i], pages_.k_page_stride, k_row_stride_);
+        v_address +=
+            pages_.page_row_offset(page_[i], page_row_[i], pages_.v_page_stride, v_row_stride_);
       }
       k_addresses[r] = k_address;
       v_addresses[r] = v_address;
