@@ -11,11 +11,13 @@
 //   static void run(const Params&)   the body, on the device
 //
 // The host picks a kernel type and its grid; launch_kernel checks that the loaded code suits
-// it (kernel_image.hpp), raises the shared-memory limit, and launches.
+// it (kernel_image.hpp) and raises the shared-memory limit at its first launch on a device, and
+// launches.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 #include <type_traits>
 
@@ -74,9 +76,17 @@ struct WaitsForPrerequisiteGrids<Kernel, std::void_t<decltype(Kernel::kWaitsForP
 // The compute capability whose code has griddepcontrol (ptx/grid_dependency.cuh).
 inline constexpr int kGridDependencyMinVersion = 90;
 
+// How a kernel type is launched on a device, once its image there has been checked.
+enum class LaunchMode : int {
+  kUnchecked = 0,
+  kPlain = 1,       // after the kernels before it in the stream
+  kOverlapped = 2,  // while they end (programmatic stream serialization)
+};
+
+// The checks of a kernel's first launch on a device: its loaded image (kernel_image.hpp) and
+// the shared-memory limit raised to its need; `mode` receives how to launch it.
 template <class Kernel>
-Status launch_kernel(const typename Kernel::Params& params, const GridShape& grid,
-                     cudaStream_t stream) {
+Status prepare_launch(LaunchMode& mode) {
   const auto entry = kernel_entry<Kernel>;
   // A build without code for the kernel's architecture must not launch a compiled-out body.
   cudaFuncAttributes loaded{};
@@ -97,28 +107,69 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
       !s)
     return s;
-  const std::string what = std::string("launching ") + Kernel::kName;
   // Overlapped with the kernel before it only where the loaded code holds the wait: code
   // compiled from compute_80 PTX (ptxVersion 80) has it compiled out, whatever GPU runs it.
-  if constexpr (WaitsForPrerequisiteGrids<Kernel>::value) {
-    if (loaded.ptxVersion >= kGridDependencyMinVersion) {
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attribute.val.programmaticStreamSerializationAllowed = 1;
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(grid.x, grid.y, grid.z);
-      config.blockDim = dim3(Kernel::kThreads);
-      config.dynamicSmemBytes = Kernel::kSmemBytes;
-      config.stream = stream;
-      config.attrs = &attribute;
-      config.numAttrs = 1;
-      const cudaError_t error = cudaLaunchKernelEx(&config, entry, params);
-      if (error != cudaSuccess) cudaGetLastError();  // reported here, not at the next check
-      return cuda_status(error, what.c_str());
-    }
+  mode = WaitsForPrerequisiteGrids<Kernel>::value &&
+                 loaded.ptxVersion >= kGridDependencyMinVersion
+             ? LaunchMode::kOverlapped
+             : LaunchMode::kPlain;
+  return Status::success();
+}
+
+// The mode each kernel type's first launch on a device found, per device (kUnchecked before
+// it): checking the image and raising the limit took microseconds on every launch, a fifth of
+// the host's time for a decoding call. Devices numbered kRememberedDevices or more are checked
+// at every launch.
+inline constexpr int kRememberedDevices = 64;
+template <class Kernel>
+std::atomic<int>& remembered_mode(int device) {
+  static std::atomic<int> modes[kRememberedDevices];  // zero-initialized: kUnchecked
+  return modes[device];
+}
+
+template <class Kernel>
+cudaError_t launch_in_mode(LaunchMode mode, const typename Kernel::Params& params,
+                           const GridShape& grid, cudaStream_t stream) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid.x, grid.y, grid.z);
+  config.blockDim = dim3(Kernel::kThreads);
+  config.dynamicSmemBytes = Kernel::kSmemBytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = mode == LaunchMode::kOverlapped ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel_entry<Kernel>, params);
+}
+
+template <class Kernel>
+Status launch_kernel(const typename Kernel::Params& params, const GridShape& grid,
+                     cudaStream_t stream) {
+  int device = 0;
+  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !s) return s;
+  std::atomic<int>* const remembered =
+      device >= 0 && device < kRememberedDevices ? &remembered_mode<Kernel>(device) : nullptr;
+  LaunchMode mode = remembered != nullptr
+                        ? static_cast<LaunchMode>(remembered->load(std::memory_order_acquire))
+                        : LaunchMode::kUnchecked;
+  const bool was_remembered = mode != LaunchMode::kUnchecked;
+  if (!was_remembered) {
+    if (Status s = prepare_launch<Kernel>(mode); !s) return s;
+    if (remembered != nullptr) remembered->store(static_cast<int>(mode), std::memory_order_release);
   }
-  entry<<<dim3(grid.x, grid.y, grid.z), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
-  return cuda_status(cudaGetLastError(), what.c_str());
+  cudaError_t error = launch_in_mode<Kernel>(mode, params, grid, stream);
+  if (error != cudaSuccess && was_remembered) {
+    // A device reset since the first launch (cudaDeviceReset) forgets the shared-memory
+    // limit: check and raise it again, once.
+    cudaGetLastError();
+    remembered->store(static_cast<int>(LaunchMode::kUnchecked), std::memory_order_release);
+    if (Status s = prepare_launch<Kernel>(mode); !s) return s;
+    remembered->store(static_cast<int>(mode), std::memory_order_release);
+    error = launch_in_mode<Kernel>(mode, params, grid, stream);
+  }
+  if (error != cudaSuccess) cudaGetLastError();  // reported here, not at the next check
+  return cuda_status(error, (std::string("launching ") + Kernel::kName).c_str());
 }
 
 }  // namespace detail

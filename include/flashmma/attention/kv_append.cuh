@@ -15,6 +15,7 @@
 #include "flashmma/attention/sequence_info.hpp"
 #include "flashmma/macros.hpp"
 #include "flashmma/params.hpp"
+#include "flashmma/ptx/grid_dependency.cuh"
 #include "flashmma/traits/arch.hpp"
 
 namespace flashmma {
@@ -63,6 +64,7 @@ struct KVAppendKernel {
   static constexpr int kMinBlocksPerSm = 1;
   static constexpr std::size_t kSmemBytes = 0;
   static constexpr const char* kName = kKVAppendKernelName;
+  static constexpr bool kWaitsForPrerequisiteGrids = true;  // launch.cuh: overlapped launch
 
   static FLASHMMA_HOST_DEVICE int64_t kv_rows(const Params& p) { return p.batch * p.seqlen_new * p.heads_kv; }
   static FLASHMMA_HOST_DEVICE int64_t query_rows(const Params& p) {
@@ -75,6 +77,10 @@ struct KVAppendKernel {
   }
 
   static FLASHMMA_DEVICE void run(const Params& p) {
+    // The caller's kernels before this one may still be writing the new rows or the lengths;
+    // the split kernel after it waits for all of this grid in turn.
+    ptx::wait_for_prerequisite_grids();
+    ptx::allow_dependent_launch();
     if (blockIdx.x == 0) {
       for (int64_t b = threadIdx.x; b < p.batch; b += kThreads) {
         p.lengths[b] = static_cast<int32_t>(p.cache_seqlens[b] + p.seqlen_new);

@@ -65,6 +65,7 @@ struct SplitCombineKernel {
   static FLASHMMA_DEVICE void run(const Params& params) {
     constexpr unsigned kAllLanes = 0xffffffffu;
     ptx::wait_for_prerequisite_grids();
+    ptx::allow_dependent_launch();  // the next call's split kernel waits for this grid's end
     const int thread = static_cast<int>(threadIdx.x);
     const int64_t row = blockIdx.x;
     const SplitWorkspace& layout = params.layout;
