@@ -48,7 +48,7 @@ struct SplitInputs {
 // and every block of the last wave adds reads in flight: on an H200 (132 SMs, 2 blocks each)
 // one sequence of 8 KV heads ran 1.4% (128k keys) and 3.7% (32k) faster at 33 splits (264
 // blocks, the whole wave) than at 29, where taking the smallest count within 85% of the best
-// had stopped (docs/tuning.md, step 45).
+// had stopped (docs/tuning-log.md, step 45).
 // s never exceeds the key tiles (a split of no tile does nothing) nor kMaxSplits.
 FLASHMMA_HOST_DEVICE int choose_split_count(const SplitInputs& in) {
   if (in.work_tiles <= 0 || in.key_tiles <= 1 || in.concurrent_blocks <= 0) return 1;

@@ -85,7 +85,7 @@ struct ForwardKernel {
   static constexpr const char* kName = "forward_kernel";  // in messages
   // Launched to overlap the end of the kernel before it in the stream (ptx/grid_dependency.cuh):
   // run() waits for that kernel before its first read. A decoding call is short (1 x 32k keys:
-  // about 40 us on an H200), and the overlap made it 4% faster (docs/tuning.md, step 45).
+  // about 40 us on an H200), and the overlap made it 4% faster (docs/tuning-log.md, step 45).
   static constexpr bool kWaitsForPrerequisiteGrids = true;
 
   static FLASHMMA_DEVICE void run(const Params& params) {
