@@ -195,7 +195,8 @@ std::string describe_config() {
        << Config::kConsumerWarpgroups << " consumer warpgroups, registers "
        << Config::kProducerRegisters << "/" << Config::kConsumerRegisters << ", "
        << (Config::kOverlapSoftmax ? "softmax overlapped" : "sequential")
-       << (Config::kPingPong ? ", ping-pong" : "") << ", "
+       << (Config::kPingPong ? ", ping-pong" : "") << (Config::kPersistent ? ", persistent" : "")
+       << ", "
        << Config::arch_tag::kName << ">";
   } else {
     os << "TileConfig<" << ElementTraits<typename Config::element_type>::kName << ", HeadDim "

@@ -147,9 +147,20 @@ Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
   const ForwardArgs<typename Config::element_type> args =
       make_forward_args<typename Config::element_type>(params);
   if constexpr (IsSm90TileConfig<Config>::value) {
-    typename Kernel::Params kernel_params{{}, args, policy, Scheduler::make_params(in)};
+    using TileScheduler = typename Kernel::TileScheduler;  // Scheduler, or its persistent walk
+    SchedulerInputs walk = in;
+    typename TileScheduler::Params scheduler;
+    if constexpr (Config::kPersistent) {
+      const PersistentWalk plan = persistent_walk<Config>(params, device);
+      walk.concurrent_blocks = plan.blocks;
+      scheduler = TileScheduler::make_params(
+          walk, plan.tile_counter, plan.tile_counter != nullptr ? next_launch_epoch() : 0u);
+    } else {
+      scheduler = TileScheduler::make_params(walk);
+    }
+    typename Kernel::Params kernel_params{{}, args, policy, scheduler};
     if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
-    return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
+    return launch_kernel<Kernel>(kernel_params, TileScheduler::grid(walk), stream);
   } else {
     typename Kernel::Params kernel_params{args, policy, Scheduler::make_params(in)};
     return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);

@@ -63,6 +63,44 @@ int64_t blocks_per_sm(const DeviceInfo& device) {
   return blocks > 0 ? blocks : 1;
 }
 
+// How a persistent Hopper config's kernel runs a call (Sm90TileConfig's Persistent;
+// attention/scheduler.hpp's PersistentScheduler): `blocks` walking the tiles (0: one block per
+// tile), balanced by the counter in the caller's workspace (nullptr: none given, or the fixed
+// snake of a grid too large to count).
+struct PersistentWalk {
+  int64_t blocks = 0;
+  unsigned long long* tile_counter = nullptr;
+};
+
+template <class Config>
+PersistentWalk persistent_walk(const ForwardParams& p, const DeviceInfo& device) {
+  const SchedulerInputs in = scheduler_inputs<Config>(p, device);
+  const bool has_counter = p.workspace != nullptr && p.workspace_bytes >= kTileCounterBytes &&
+                           in.m_blocks * in.heads * in.batch <= 2147483647;
+  PersistentWalk walk;
+  walk.blocks = persistent_blocks(in, Config::kBlockN, blocks_per_sm<Config>(device) * device.sm_count,
+                                  has_counter);
+  if (walk.blocks > 0 && has_counter) walk.tile_counter = static_cast<unsigned long long*>(p.workspace);
+  return walk;
+}
+
+// The workspace bytes of the tile counter a call on Config would walk with (0: Config is not
+// persistent, or the call walks one block per tile whatever it is given).
+template <class Config>
+std::size_t tile_counter_bytes(const ForwardParams& p, const DeviceInfo& device) {
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    if constexpr (Config::kPersistent) {
+      const SchedulerInputs in = scheduler_inputs<Config>(p, device);
+      const bool countable = in.m_blocks * in.heads * in.batch <= 2147483647;
+      const int64_t slots = blocks_per_sm<Config>(device) * device.sm_count;
+      return countable && persistent_blocks(in, Config::kBlockN, slots, true) > 0
+                 ? kTileCounterBytes
+                 : 0;
+    }
+  }
+  return 0;
+}
+
 // Whether a call on the split kernel packs the query heads of a GQA group into one work tile
 // (sequence_info.hpp's PackableRows): one query per sequence (decoding) over GQA heads. Each K/V
 // tile is then read once per group instead of once per query head, and the group's heads fill
@@ -277,6 +315,8 @@ inline std::size_t workspace_bytes(const ForwardParams& params, const SplitPlan&
 // would not split: params.num_splits 1, or an automatic choice of 1) and, for a KV append, the
 // new lengths and rotated queries. An automatic count
 // (num_splits 0) is planned as if a workspace were given, so that the caller can then give one.
+// A persistent Hopper config's call whose blocks would walk its tiles asks kTileCounterBytes
+// (the counter that balances them; without it, the kernel runs one block per tile).
 template <class Config>
 [[nodiscard]] Status forward_workspace_bytes(const ForwardParams& params, std::size_t& bytes) {
   bytes = 0;
@@ -289,6 +329,7 @@ template <class Config>
       !s)
     return s;
   bytes = detail::workspace_bytes(params, plan);
+  if (bytes == 0) bytes = detail::tile_counter_bytes<Config>(params, device);
   return Status::success();
 }
 
@@ -326,6 +367,15 @@ decltype(auto) visit_element_and_head_dim(const ForwardParams& params, Visitor&&
             !s)
           return s;
         bytes = detail::workspace_bytes(params, plan);
+        // A call the Hopper default may take (the loaded code decides) walks its tiles with a
+        // counter where it is persistent.
+        if constexpr (Sm90DefaultConfig<decltype(element_tag), decltype(head_dim)::value>::kAvailable) {
+          if (bytes == 0 && plan.splits == 1 && device.compute_capability == 90) {
+            bytes = detail::tile_counter_bytes<
+                typename Sm90DefaultConfig<decltype(element_tag), decltype(head_dim)::value>::type>(
+                params, device);
+          }
+        }
         return Status::success();
       },
       [&] { return validate_params(params); });
@@ -358,6 +408,10 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   (dropout: the kernels compiled with it)
 //   "sm90::ForwardKernel<Sm90TileConfig<...>, CausalMask, HeaviestFirstScheduler,
 //    VariableLengths>" (packed or ragged prefill on a compute capability 9.0 GPU)
+//   "sm90::ForwardKernel<Sm90TileConfig<..., persistent, sm_90a>, FullAttention,
+//    PlainScheduler> on 132 blocks walking its tiles" (a persistent config whose blocks walk the
+//    tiles: params.workspace holds the tile counter, and the keys are few; launch_plan.hpp's
+//    persistent_walk)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -384,20 +438,31 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
           if (route == detail::DefaultRoute::kHopper) {
             if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kAvailable) {
               using Hopper = typename Sm90DefaultConfig<Element, kHeadDim>::type;
+              std::string walk;  // a persistent config's grid, where its blocks walk tiles
+              if constexpr (Hopper::kPersistent) {
+                const detail::PersistentWalk plan = detail::persistent_walk<Hopper>(params, device);
+                if (plan.blocks > 0) {
+                  walk = " on " + std::to_string(plan.blocks) + " blocks walking its tiles" +
+                         (plan.tile_counter != nullptr ? "" : " (fixed snake)");
+                }
+              }
               if (uses_dropout(params)) {  // kernels compiled with dropout keep the policy
                 return detail::forward_kernel_name<Hopper>(
-                    policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
+                           policy_name, (SchedulerFor<Policy>::kName + dropout).c_str()) +
+                       walk;
               }
               if (has_variable_lengths(params)) {  // variable_length_prefill's kernels
                 return detail::forward_kernel_name<Hopper>(
-                    policy_name,
-                    (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths").c_str());
+                           policy_name,
+                           (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths")
+                               .c_str()) +
+                       walk;
               }
               return visit_sm90_policy<Hopper>(policy, [&](const auto& sm90_policy) {
                 using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
                 return detail::forward_kernel_name<Hopper>(builtin_policy_type_name<Sm90Policy>(),
                                                            SchedulerFor<Sm90Policy>::kName);
-              });
+              }) + walk;
             }
           }
           if (route == detail::DefaultRoute::kPortable) {

@@ -113,6 +113,11 @@ struct ForwardParams : ProblemShape {
   // given; 1: never; 2 to 128: that many (at most one per key tile). The partials go to
   // `workspace`, a device buffer of the caller's, 256-byte aligned, of `workspace_bytes` >=
   // forward_workspace_bytes(params) bytes; nothing is allocated inside the library.
+  // A persistent Hopper config (Sm90TileConfig's Persistent, the d = 64 and 128 defaults) keeps
+  // the counter that balances its blocks there (kTileCounterBytes; it needs no initialization, and
+  // a CUDA graph may replay the call):
+  // without a workspace such a call runs one block per tile, as the one-tile kernel. Calls that
+  // share a workspace must not run at once.
   int num_splits = 0;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The causal block order (attention/scheduler.hpp): every block of the grid computes a different
 // (query tile, head, batch), each group of (head, batch) pairs is walked heaviest tile first, and
-// the groups are as even as they can be and as few as keep their K/V within the L2 share.
+// the groups are as even as they can be and as few as keep their K/V within the L2 share; and
+// the persistent walk of an order (PersistentScheduler): its tile counter and its fixed snake.
 #include "support/catch.hpp"
 
 #include <flashmma/attention/scheduler.hpp>
 
 #include <algorithm>
+#include <cstddef>
+#include <random>
 #include <cstdint>
 #include <set>
 #include <tuple>
@@ -105,4 +108,127 @@ TEST_CASE("causal_group_count keeps each group's K/V within the L2 share", "[blo
   // No L2 reported: still one pair a group, never zero groups.
   CHECK(causal_group_count(8, 1024, 64, 1, kElementBytes, 128, 0) == 8);
   CHECK(causal_group_count(1, 1, 8, 1, kElementBytes, 128, l2) == 1);
+}
+
+namespace {
+
+// A persistent launch as sm90::ForwardKernel's producers walk it (PersistentScheduler): block b
+// computes tile b, then takes tickets (ticket_step, one at a time in an order the hardware picks:
+// here a random one), computing tile gridDim + ticket until a ticket lands past the last tile.
+// Returns how many times each tile was computed; `word` is left as the launch leaves it.
+std::vector<int> walk_with_counter(int64_t tiles, int64_t blocks, uint32_t epoch, uint64_t& word,
+                                   std::mt19937& rng) {
+  std::vector<int> computed(static_cast<std::size_t>(tiles), 0);
+  std::vector<int64_t> active;
+  for (int64_t b = 0; b < blocks; ++b) {
+    ++computed[static_cast<std::size_t>(b)];
+    active.push_back(b);
+  }
+  while (!active.empty()) {
+    std::uniform_int_distribution<std::size_t> pick(0, active.size() - 1);
+    const std::size_t i = pick(rng);
+    const flashmma::TicketStep step = flashmma::ticket_step(word, epoch, tiles);
+    word = step.word;
+    const int64_t next = blocks + step.ticket;
+    if (next >= tiles) {
+      active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++computed[static_cast<std::size_t>(next)];
+    }
+  }
+  return computed;
+}
+
+}  // namespace
+
+TEST_CASE("A persistent launch's tile counter hands out every tile once, from any start",
+          "[block_order][persistent]") {
+  std::mt19937 rng(7);
+  // Launches of different sizes follow each other on one word that is never zeroed by the
+  // caller; now and then it holds garbage (an uninitialized workspace), and some launches are
+  // replayed with their epoch (a CUDA graph's).
+  uint64_t word = 0xdeadbeefcafef00dull;
+  uint32_t epoch = 0;
+  for (int launch = 0; launch < 400; ++launch) {
+    const int64_t blocks = 1 + static_cast<int64_t>(rng() % 140);
+    const int64_t tiles = blocks + static_cast<int64_t>(rng() % 700);
+    if (launch % 50 == 25) word = (uint64_t{rng()} << 32) | rng();  // anything at all
+    if (launch % 3 != 0) epoch = epoch + 1 == 0 ? 1 : epoch + 1;   // else a replay
+    if (epoch == 0) epoch = 1;
+    CAPTURE(launch, blocks, tiles, epoch);
+    const std::vector<int> computed = walk_with_counter(tiles, blocks, epoch, word, rng);
+    CHECK(std::all_of(computed.begin(), computed.end(), [](int n) { return n == 1; }));
+    CHECK(word == 0);  // left fresh for the next launch
+  }
+}
+
+TEST_CASE("ticket_step counts within its epoch and starts afresh outside it",
+          "[block_order][persistent]") {
+  CHECK(flashmma::ticket_step(0, 5, 10).ticket == 0);
+  CHECK(flashmma::ticket_step(0, 5, 10).word == ((uint64_t{5} << 32) | 1));
+  CHECK(flashmma::ticket_step((uint64_t{5} << 32) | 7, 5, 10).ticket == 7);
+  CHECK(flashmma::ticket_step((uint64_t{4} << 32) | 7, 5, 10).ticket == 0);  // another launch's
+  const flashmma::TicketStep last = flashmma::ticket_step((uint64_t{5} << 32) | 9, 5, 10);
+  CHECK(last.ticket == 9);
+  CHECK(last.word == 0);
+  CHECK(flashmma::ticket_step(0, 5, 1).word == 0);  // one tile: its only ticket is the last
+}
+
+TEST_CASE("PersistentScheduler's snake walks every tile once, and maps tiles as its order",
+          "[block_order][persistent]") {
+  using Walk = flashmma::PersistentScheduler<flashmma::HeaviestFirstScheduler>;
+  flashmma::SchedulerInputs in{};
+  in.m_blocks = 9;
+  in.heads = 6;
+  in.batch = 3;
+  in.seqlen_k = 1152;
+  in.group_size = 2;
+  in.head_dim = 128;
+  in.element_bytes = 2;
+  in.block_m = 128;
+  in.l2_bytes = 50 << 20;
+  in.concurrent_blocks = 20;
+  const Walk::Params params = Walk::make_params(in);
+  CHECK(Walk::grid(in).x == 20u);
+  const int64_t tiles = params.counts.tiles();
+  std::set<std::tuple<unsigned, unsigned, unsigned>> seen;
+  for (int64_t b = 0; b < 20; ++b) {
+    for (int64_t round = 0;; ++round) {
+      const int64_t linear = round * 20 + ((round & 1) != 0 ? 20 - 1 - b : b);
+      if (linear >= tiles) break;
+      const flashmma::WorkTile t = Walk::tile_of(params, linear);
+      const flashmma::WorkTile expected = flashmma::HeaviestFirstScheduler::tile_of(
+          params.order, linear, flashmma::TileCounts{9, 6, 3});
+      CHECK(std::make_tuple(t.m_block, t.head, t.batch) ==
+            std::make_tuple(expected.m_block, expected.head, expected.batch));
+      CHECK(seen.insert({t.m_block, t.head, t.batch}).second);
+    }
+  }
+  CHECK(static_cast<int64_t>(seen.size()) == tiles);
+  in.concurrent_blocks = 0;  // one block per tile
+  CHECK(Walk::grid(in).x == static_cast<unsigned>(tiles));
+}
+
+TEST_CASE("persistent_blocks walks short key ranges with a counter, one block per tile else",
+          "[block_order][persistent]") {
+  flashmma::SchedulerInputs in{};
+  in.m_blocks = 8;
+  in.heads = 16;
+  in.batch = 16;
+  in.seqlen_k = 1024;
+  const int64_t slots = 132;
+  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == slots);
+  CHECK(flashmma::persistent_blocks(in, 128, slots, false) == 0);  // no counter
+  in.seqlen_k = 128 * flashmma::kPersistentMaxKeyTiles;
+  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == slots);
+  in.seqlen_k += 1;  // one key tile more
+  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == 0);
+  in.seqlen_k = 1024;
+  in.batch = 1;
+  in.heads = 16;  // 128 tiles: fewer than the slots
+  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == 0);
+  in.m_blocks = 1 << 20;  // past the grid's limit: walked, on the snake without a counter
+  in.heads = 1 << 12;
+  in.seqlen_k = 1 << 20;
+  CHECK(flashmma::persistent_blocks(in, 128, slots, false) == slots);
 }

@@ -16,6 +16,7 @@
 namespace {
 
 using Catch::Contains;
+using Catch::EndsWith;
 using Catch::StartsWith;
 using flashmma::BuiltinPolicy;
 using flashmma::ForwardParams;
@@ -348,6 +349,41 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     p.window_left = 100;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("SlidingWindow, SplitScheduler> in 1 split"));
+  }
+  SECTION("the persistent defaults walk their tiles where a workspace holds the counter") {
+    ForwardParams p = described_call(128);
+    p.batch = 4;  // 32 query tiles x 4 heads x 4: 512 tiles for 132 SMs
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains(", persistent, sm_90a>") && !Contains("walking"));
+    p.workspace = reinterpret_cast<void*>(0x100000);
+    p.workspace_bytes = flashmma::kTileCounterBytes;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, EndsWith("FullAttention, PlainScheduler> on 132 blocks walking its tiles"));
+    p.mask = MaskKind::kCausal;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, EndsWith("CausalMask, HeaviestFirstScheduler> on 132 blocks walking its tiles"));
+    p.workspace_bytes = flashmma::kTileCounterBytes - 1;  // too small to hold it: one per tile
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, !Contains("walking"));
+    p.workspace_bytes = flashmma::kTileCounterBytes;
+    // A key tile more than kPersistentMaxKeyTiles: one block per tile.
+    p.seqlen_k = 128 * flashmma::kPersistentMaxKeyTiles + 1;
+    p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && !Contains("walking"));
+    // d = 64 is persistent too (192-row tiles); d = 256 is not (O's staging tile does not fit).
+    p = described_call(64);
+    p.batch = 4;
+    p.workspace = reinterpret_cast<void*>(0x100000);
+    p.workspace_bytes = flashmma::kTileCounterBytes;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("HeadDim 64") && EndsWith("on 132 blocks walking its tiles"));
+    p = described_call(256);
+    p.batch = 4;
+    p.workspace = reinterpret_cast<void*>(0x100000);
+    p.workspace_bytes = flashmma::kTileCounterBytes;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("HeadDim 256") && !Contains("persistent") && !Contains("walking"));
   }
   SECTION("a KV append attends on the split kernel") {
     ForwardParams p = described_call(128);

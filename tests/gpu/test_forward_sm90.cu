@@ -45,7 +45,17 @@ using Sm90Configs =
                Sm90TileConfig<__nv_bfloat16, 96, 64, 2, 1, 24, 256,
                               flashmma::Sm90Schedule::kSequential>,
                Sm90TileConfig<__nv_bfloat16, 160, 112>,
-               Sm90TileConfig<__nv_bfloat16, 256, 80>>;
+               Sm90TileConfig<__nv_bfloat16, 256, 80>,
+               flashmma::Sm90DefaultConfig<__nv_bfloat16, 128>::type>;  // persistent
+
+// The persistent defaults (d = 128 with ping-pong, d = 64 with three consumer warpgroups).
+using PersistentConfigs = std::tuple<flashmma::Sm90DefaultConfig<__nv_bfloat16, 128>::type,
+                                     flashmma::Sm90DefaultConfig<__half, 64>::type>;
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
 
 }  // namespace
 
@@ -111,4 +121,73 @@ TEST_CASE("the sm_90a kernel refuses strides TMA cannot describe, and writes not
   REQUIRE(status.code() == flashmma::ErrorCode::kInvalidArgument);
   CHECK(status.message().find("k_strides.row is -") != std::string::npos);
   CHECK(status.message().find("positive strides") != std::string::npos);
+}
+
+// Without a workspace a persistent config runs one block per tile (the case matrix above checks
+// it against the reference); with one, its blocks walk the tiles, taking each next one from the
+// counter in the workspace: the same bits, whatever the counter held before, call after call,
+// and replayed from a CUDA graph. Every shape has more tiles than an H200 has SMs, and keys within
+// kPersistentMaxKeyTiles tiles (the last one at exactly that many).
+TEMPLATE_LIST_TEST_CASE("a persistent config's blocks walk the tiles with the same results",
+                        "[gpu][forward][sm90][persistent]", PersistentConfigs) {
+  using Config = TestType;
+  using Element = typename Config::element_type;
+  static_assert(Config::kPersistent, "");
+  using flashmma::test::Layout;
+  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::kTileCounterBytes));
+  flashmma::test::poison(workspace);  // needs no initialization
+  const int64_t key_limit = 128 * flashmma::kPersistentMaxKeyTiles;
+  for (const AttentionCase& c :
+       {flashmma::test::make_case(3, 1000, 1000, 12, 4, Config::kHeadDim, true, Layout::kBSHD),
+        flashmma::test::make_case(2, 1536, 700, 16, 16, Config::kHeadDim, false, Layout::kBHSD),
+        flashmma::test::make_case(4, 333, 2100, 24, 3, Config::kHeadDim, true, Layout::kBSHD),
+        flashmma::test::make_case(1, 1100, key_limit, 40, 8, Config::kHeadDim, false,
+                                  Layout::kBSHD)}) {
+    INFO("case: " << c.describe());
+    flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
+    REQUIRE(flashmma::test::forward_case_policy<Config>(t.params).ok());
+    FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<Element> one_per_tile = t.o.to_host();
+    const std::vector<float> one_per_tile_lse = t.lse.to_host();
+
+    flashmma::ForwardParams p = t.params;
+    p.workspace = workspace.get();
+    p.workspace_bytes = workspace.bytes();
+    for (int call = 0; call < 3; ++call) {
+      INFO("call " << call);
+      flashmma::test::poison(t.o);
+      flashmma::test::poison(t.lse);
+      REQUIRE(flashmma::test::forward_case_policy<Config>(p).ok());
+      FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+      CHECK(same_bits(t.o.to_host(), one_per_tile));
+      CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
+    }
+
+    cudaStream_t stream;
+    FLASHMMA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    FLASHMMA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    flashmma::ForwardParams unmasked = p;
+    unmasked.mask = flashmma::MaskKind::kNone;
+    const flashmma::Status captured =
+        c.causal ? flashmma::forward<Config>(unmasked, flashmma::CausalMask{}, stream)
+                 : flashmma::forward<Config>(unmasked, flashmma::FullAttention{}, stream);
+    FLASHMMA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    REQUIRE(captured.ok());
+    cudaGraphExec_t exec;
+    FLASHMMA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      INFO("replay " << replay);
+      flashmma::test::poison(t.o);
+      flashmma::test::poison(t.lse);
+      FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());  // the poison lands before the replay
+      FLASHMMA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      FLASHMMA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      CHECK(same_bits(t.o.to_host(), one_per_tile));
+      CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
+    }
+    FLASHMMA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    FLASHMMA_CUDA_CHECK(cudaGraphDestroy(graph));
+    FLASHMMA_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
 }

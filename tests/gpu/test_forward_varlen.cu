@@ -289,6 +289,31 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
         FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
         check_varlen_outputs(t, reference_policy(v, slopes, t.params));
 
+        // With the workspace forward_workspace_bytes names, the persistent defaults (d = 64 and
+        // 128) walk the long shape's tiles on one block per SM, balanced by its counter (left
+        // as garbage: it needs no initialization).
+        {
+          ForwardParams walked = t.params;
+          std::size_t bytes = 0;
+          REQUIRE(flashmma::forward_workspace_bytes(walked, bytes).ok());
+          DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(bytes > 0 ? bytes : 1));
+          flashmma::test::poison(workspace);
+          walked.workspace = workspace.get();
+          walked.workspace_bytes = bytes;
+          REQUIRE(flashmma::describe_default_kernel(walked, device, true, kernel).ok());
+          INFO(kernel);
+          const bool persistent = head_dim <= 128;
+          if (shape.what == long_shape.what) {
+            CHECK((bytes == flashmma::kTileCounterBytes) == persistent);
+            CHECK((kernel.find("blocks walking its tiles") != std::string::npos) == persistent);
+          }
+          flashmma::test::poison(t.o);
+          flashmma::test::poison(t.lse);
+          REQUIRE(flashmma::forward(walked).ok());
+          FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+          check_varlen_outputs(t, reference_policy(v, slopes, t.params));
+        }
+
         // Without total_k TMA cannot map packed K: the split kernel, the same results.
         t.params.total_k = 0;
         REQUIRE(flashmma::describe_default_kernel(t.params, device, true, kernel).ok());

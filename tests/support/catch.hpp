@@ -16,6 +16,7 @@ namespace Catch {
 inline Matchers::StringContainsMatcher Contains(const std::string& text) {
   return Matchers::ContainsSubstring(text);
 }
+using Matchers::EndsWith;
 using Matchers::StartsWith;
 
 }  // namespace Catch

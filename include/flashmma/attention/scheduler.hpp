@@ -25,6 +25,8 @@
 // Blocks start roughly in the order of their linear index (x fastest).
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -60,7 +62,26 @@ struct SchedulerInputs {
   int64_t element_bytes;
   int64_t block_m;
   int64_t l2_bytes;
+  int64_t concurrent_blocks = 0;  // blocks the GPU runs at once (persistent grids); 0: unknown
 };
+
+// The work tiles of a launch: m_blocks x heads x batch.
+struct TileCounts {
+  int64_t m_blocks;
+  int64_t heads;
+  int64_t batch;
+
+  FLASHMMA_HOST_DEVICE int64_t tiles() const { return m_blocks * heads * batch; }
+};
+
+#if defined(__CUDACC__)
+// The grid's own counts and this block's linear index in it (x fastest).
+FLASHMMA_DEVICE TileCounts grid_tile_counts() { return {gridDim.x, gridDim.y, gridDim.z}; }
+FLASHMMA_DEVICE int64_t linear_block_index() {
+  return blockIdx.x +
+         static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+}
+#endif
 
 struct PlainScheduler {
   static constexpr const char* kName = "PlainScheduler";  // in kernel descriptions
@@ -71,6 +92,13 @@ struct PlainScheduler {
   static GridShape grid(const SchedulerInputs& in) {
     return {static_cast<unsigned>(in.m_blocks), static_cast<unsigned>(in.heads),
             static_cast<unsigned>(in.batch)};
+  }
+  // Tile `linear` of the order: query tile fastest, then head, then batch.
+  static FLASHMMA_HOST_DEVICE WorkTile tile_of(const Params&, int64_t linear,
+                                               const TileCounts& counts) {
+    return {static_cast<unsigned>(linear % counts.m_blocks),
+            static_cast<unsigned>(linear / counts.m_blocks % counts.heads),
+            static_cast<unsigned>(linear / counts.m_blocks / counts.heads)};
   }
 #if defined(__CUDACC__)
   static FLASHMMA_DEVICE WorkTile work_tile(const Params&) {
@@ -141,15 +169,124 @@ struct HeaviestFirstScheduler {
   }
   // The same grid as the plain order: only the meaning of a block index changes.
   static GridShape grid(const SchedulerInputs& in) { return PlainScheduler::grid(in); }
+  static FLASHMMA_HOST_DEVICE WorkTile tile_of(const Params& params, int64_t linear,
+                                               const TileCounts& counts) {
+    return detail::causal_block_coord(linear, counts.m_blocks, counts.heads, counts.batch,
+                                      params.groups);
+  }
 #if defined(__CUDACC__)
   static FLASHMMA_DEVICE WorkTile work_tile(const Params& params) {
-    const int64_t linear =
-        blockIdx.x + static_cast<int64_t>(gridDim.x) *
-                         (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-    return detail::causal_block_coord(linear, gridDim.x, gridDim.y, gridDim.z, params.groups);
+    return tile_of(params, linear_block_index(), grid_tile_counts());
   }
 #endif
 };
+
+// One step of a persistent launch's tile counter (PersistentScheduler): the ticket a block
+// takes from the counter's 64-bit word `old`, and the word it leaves. The word holds the launch's
+// `epoch` (high half) and the next ticket (low half); a word of another epoch (a previous launch,
+// zero, or whatever the workspace held) counts as fresh, so the counter needs no initialization.
+// The launch's last ticket (`tiles` - 1: a launch takes exactly `tiles` of them, the tiles after
+// the grid's first ones and one past the end per block) leaves the word zero, so that a replay
+// of the same launch (a CUDA graph's, same epoch) starts fresh too.
+struct TicketStep {
+  uint32_t ticket;
+  uint64_t word;
+};
+
+FLASHMMA_HOST_DEVICE TicketStep ticket_step(uint64_t old, uint32_t epoch, int64_t tiles) {
+  const bool this_launch = static_cast<uint32_t>(old >> 32) == epoch;
+  const uint32_t ticket = this_launch ? static_cast<uint32_t>(old) : 0u;
+  const uint64_t word = static_cast<int64_t>(ticket) + 1 >= tiles
+                            ? uint64_t{0}
+                            : (uint64_t{epoch} << 32) | (uint64_t{ticket} + 1);
+  return {ticket, word};
+}
+
+// A persistent grid over Order's tiles (PlainScheduler or HeaviestFirstScheduler), for kernels
+// that loop over their tiles (Sm90TileConfig's Persistent): block b takes tile b of the order
+// first, then the next one the launch's tile counter hands out (gridDim.x + its ticket; a ticket
+// past the last tile ends the block's walk), when its producer has issued the current tile's
+// loads; so a block busy with a heavy tile does not hold the next one, and the order's
+// heaviest-first balance holds as with one block per tile. Without a counter, block b walks a
+// fixed snake: tiles b, 2 gridDim.x - 1 - b, 2 gridDim.x + b, ... Every warp of a block walks the
+// tiles its producer passes on, and a tile's results do not depend on which block computes it.
+// The counter is one 64-bit word of the caller's workspace (ticket_step); launches that share it
+// must not run at once, like any workspace.
+template <class Order>
+struct PersistentScheduler {
+  static constexpr const char* kName = Order::kName;
+  static constexpr bool kSplitsKeys = false;
+  struct Params {
+    typename Order::Params order;
+    TileCounts counts;
+    unsigned long long* tile_counter = nullptr;  // nullptr: the fixed snake
+    uint32_t epoch = 0;                          // this launch's, never 0 (next_launch_epoch)
+  };
+
+  static Params make_params(const SchedulerInputs& in, unsigned long long* tile_counter = nullptr,
+                            uint32_t epoch = 0) {
+    return {Order::make_params(in), TileCounts{in.m_blocks, in.heads, in.batch}, tile_counter,
+            epoch};
+  }
+  // in.concurrent_blocks blocks (persistent_blocks below), or one per tile where that is 0.
+  static GridShape grid(const SchedulerInputs& in) {
+    const int64_t tiles = TileCounts{in.m_blocks, in.heads, in.batch}.tiles();
+    const int64_t slots = in.concurrent_blocks > 0 ? in.concurrent_blocks : tiles;
+    return {static_cast<unsigned>(tiles < slots ? tiles : slots), 1u, 1u};
+  }
+  static FLASHMMA_HOST_DEVICE WorkTile tile_of(const Params& params, int64_t linear) {
+    return Order::tile_of(params.order, linear, params.counts);
+  }
+#if defined(__CUDACC__)
+  // The `round`-th tile of this block's walk (round >= 1).
+  static FLASHMMA_DEVICE int64_t next_tile(const Params& params, int64_t round) {
+    if (params.tile_counter != nullptr) {
+      unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(params.tile_counter);
+      for (;;) {
+        const TicketStep step = ticket_step(old, params.epoch, params.counts.tiles());
+        const unsigned long long seen = atomicCAS(params.tile_counter, old, step.word);
+        if (seen == old) return gridDim.x + static_cast<int64_t>(step.ticket);
+        old = seen;
+      }
+    }
+    const int64_t start = round * gridDim.x;
+    return start + ((round & 1) != 0 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  }
+#endif
+};
+
+// A launch epoch for a persistent launch's tile counter: distinct for 2^32 - 1 launches of the
+// process, never 0.
+inline uint32_t next_launch_epoch() {
+  static std::atomic<uint32_t> launches{0};
+  uint32_t epoch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  while (epoch == 0) epoch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  return epoch;
+}
+
+// The bytes of workspace a persistent walk's tile counter takes (one 64-bit word, in a unit of
+// the workspace's 256-byte alignment).
+constexpr std::size_t kTileCounterBytes = 256;
+// The longest key range (in key tiles) whose tiles walk persistently. A persistent block hides a
+// tile's start and end (Q and the first K/V loaded during the previous tile, O stored during
+// the next) behind its neighbours' products: on an H200 +8-13% where a tile walks 8 key tiles,
+// +2-7% at 16, 0-2% at 32, and no gain beyond (docs/tuning-log.md, step 47).
+constexpr int64_t kPersistentMaxKeyTiles = 32;
+
+// How many blocks walk a persistent kernel's tiles (SchedulerInputs::concurrent_blocks): the
+// `slots` the GPU runs at once where walking measured faster (more tiles than slots, at most
+// kPersistentMaxKeyTiles key tiles of `block_n` keys each, and a tile counter to balance the
+// blocks: a fixed snake lost up to 20% on long causal rows), else 0, one block per tile, the
+// one-tile kernel's grid. Beyond the grid's 2^31 - 1 blocks the tiles are walked whatever their
+// length, on the snake if the counter cannot count them.
+inline int64_t persistent_blocks(const SchedulerInputs& in, int64_t block_n, int64_t slots,
+                                 bool has_tile_counter) {
+  const int64_t tiles = TileCounts{in.m_blocks, in.heads, in.batch}.tiles();
+  constexpr int64_t kMaxGrid = 2147483647;
+  if (tiles > kMaxGrid) return slots;
+  const int64_t key_tiles = (in.seqlen_k + block_n - 1) / block_n;
+  return has_tile_counter && tiles > slots && key_tiles <= kPersistentMaxKeyTiles ? slots : 0;
+}
 
 // Split-KV (attention/split_kv.hpp): block x of the grid is split x % splits of query tile
 // x / splits, so that the splits of one tile, which read the same Q rows, start together; y and z

@@ -107,11 +107,16 @@ struct ForwardKernel {
     }
   }
 
+  // The blocks' tiles: one per block in Scheduler's order, or (Config::kPersistent) a block per
+  // SM walking that order (PersistentScheduler).
+  using TileScheduler =
+      std::conditional_t<Config::kPersistent, PersistentScheduler<Scheduler>, Scheduler>;
+
   struct Params {
     ForwardTensorMaps maps;  // first: CUtensorMap is 64-byte aligned
     ForwardArgs<Element> args;
     Policy policy;
-    typename Scheduler::Params scheduler;
+    typename TileScheduler::Params scheduler;
   };
 
   static constexpr int kThreads = Config::kThreads;
@@ -153,6 +158,17 @@ struct ForwardKernel {
     FLASHMMA_DEVICE uint64_t* v_empty(int slot) const {
       return barrier(1 + 3 * Config::kStages + slot);
     }
+    // Persistent: Q's slot free again (every consumer is done with the tile's Q K^T), and the
+    // staging tile of O (Q's rows otherwise).
+    FLASHMMA_DEVICE uint64_t* q_empty() const { return barrier(1 + 4 * Config::kStages); }
+    // Persistent: the linear index of the tile whose Q the producer loads (-1: no more), written
+    // before its q_full arrival, read by the consumers after their wait.
+    FLASHMMA_DEVICE int64_t* tile_slot() const {
+      return reinterpret_cast<int64_t*>(barrier(2 + 4 * Config::kStages));
+    }
+    FLASHMMA_DEVICE unsigned char* o() const {
+      return Config::kPersistent ? base + Config::kOOffset : q();
+    }
   };
 
   // Named barriers (ptx/sm90/named_barrier.cuh; 0 is __syncthreads'): consumer c stages its O
@@ -160,10 +176,30 @@ struct ForwardKernel {
   enum class Barrier : uint32_t { kEpilogue = 1, kTurn = 1 + 3 };
   static constexpr uint32_t kTwoWarpgroups = 2 * ptx::sm90::kWarpgroupThreads;
 
-  // The slot and round of the j-th visited K/V tile.
+  // The slot and round of the j-th visited K/V tile (counted across a persistent block's tiles).
   static FLASHMMA_DEVICE int slot_of(int j) { return j % Config::kStages; }
   static FLASHMMA_DEVICE uint32_t parity_of(int j) {
     return static_cast<uint32_t>(j / Config::kStages) & 1u;
+  }
+
+  // What producer and consumers both derive from a work tile.
+  struct TileView {
+    Sequence seq;
+    IndexRange queries;
+    TileRange key_tiles;
+  };
+
+  // The view of a work tile. A tile past a shorter sequence's queries (variable lengths) has
+  // none, and is skipped by producer and consumers alike.
+  static FLASHMMA_DEVICE TileView view_of(const Params& params, const WorkTile& work) {
+    const Sequence seq(params.args, work);
+    const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
+    if (kVariableLengths && queries.empty()) return TileView{seq, queries, TileRange{0, 0}};
+    return TileView{seq, queries,
+                    flashmma::key_tiles(params.policy, seq.lengths, queries, kBlockN)};
+  }
+  static FLASHMMA_DEVICE bool skipped(const TileView& view) {
+    return kVariableLengths && view.queries.empty();
   }
 
   static FLASHMMA_DEVICE void run(const Params& params) {
@@ -173,6 +209,9 @@ struct ForwardKernel {
 
     if (threadIdx.x == 0) {
       ptx::sm90::mbarrier_init(smem.q_full(), 1);
+      if constexpr (Config::kPersistent) {
+        ptx::sm90::mbarrier_init(smem.q_empty(), Config::kConsumerWarpgroups);
+      }
 #pragma unroll
       for (int slot = 0; slot < Config::kStages; ++slot) {
         ptx::sm90::mbarrier_init(smem.k_full(slot), 1);
@@ -184,14 +223,6 @@ struct ForwardKernel {
     }
     __syncthreads();  // the last block-wide barrier: the producer's idle warps exit below
 
-    const WorkTile work = Scheduler::work_tile(params.scheduler);
-    const Sequence seq(params.args, work);
-    const IndexRange queries = seq.query_tile(work.m_block, Config::kBlockM);
-    if constexpr (kVariableLengths) {
-      if (queries.empty()) return;  // a tile past a shorter sequence's queries: nothing to do
-    }
-    const TileRange key_tiles = flashmma::key_tiles(params.policy, seq.lengths, queries, kBlockN);
-
     // Without ping-pong, broadcast from lane 0, so that ptxas knows it is the same in every lane:
     // what follows from it (a warpgroup's rows, key tiles and mask decisions) then stays in
     // uniform registers (without it the d = 256 ALiBi kernel spilled 176 bytes; with it the
@@ -200,12 +231,10 @@ struct ForwardKernel {
     if constexpr (!Config::kPingPong) warpgroup = __shfl_sync(0xffffffffu, warpgroup, 0);
     if (warpgroup == 0) {
       ptx::sm90::setmaxnreg_dec<Config::kProducerRegisters>();
-      if (threadIdx.x / 32 == 0 && ptx::sm90::elect_one_sync()) {
-        produce(params, smem, seq, map_origin(params.args, seq), queries, key_tiles);
-      }
+      if (threadIdx.x / 32 == 0 && ptx::sm90::elect_one_sync()) produce(params, smem);
     } else {
       ptx::sm90::setmaxnreg_inc<Config::kConsumerRegisters>();
-      consume(params, smem, seq, queries, key_tiles, warpgroup - 1);
+      consume(params, smem, warpgroup - 1);
     }
 #else
     // Compiled for a target without wgmma (anything but sm_90a): never return as if O were
@@ -216,29 +245,72 @@ struct ForwardKernel {
   }
 
  private:
-  // The producer: one thread issues every load.
-  static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem,
-                                      const Sequence& seq, const MapOrigin& origin,
-                                      const IndexRange& queries, const TileRange& key_tiles) {
-    ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(), Config::kQBytes);
-    load_rows<Config::kBlockM, Config::kHeadDimSubTiles>(
-        smem.q(), &params.maps.q, origin.query_row + queries.begin, seq.head, origin.query_batch,
-        smem.q_full());
-    for (int j = 0; j < key_tiles.count; ++j) {
-      const int slot = slot_of(j);
-      const uint32_t free_parity = parity_of(j) ^ 1u;
-      const int64_t first_key = origin.key_row + (key_tiles.first + j) * kBlockN;
+  // The producer: one thread issues every load. Persistent, it also picks the block's tiles
+  // and tells the consumers which (the tile slot, before its Q's q_full arrival); a tile's
+  // first K/V visit is loaded before its Q, whose slot frees only when every consumer is done
+  // with the previous tile's Q K^T, so the first K and V land during the previous tile's last
+  // products.
+  static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem) {
+    if constexpr (Config::kPersistent) {
+      const int64_t tiles = params.scheduler.counts.tiles();
+      int q_round = 0;  // tiles whose Q was loaded
+      int visits = 0;   // K/V tiles loaded
+      int64_t round = 0;
+      for (int64_t linear = blockIdx.x; linear < tiles;) {
+        const TileView tile = view_of(params, TileScheduler::tile_of(params.scheduler, linear));
+        if (!skipped(tile)) {
+          produce_tile(params, smem, tile, linear, q_round, visits);
+          visits += tile.key_tiles.count;
+          ++q_round;
+        }
+        // Taken once this tile's loads are issued, a few K/V tiles before its consumers are
+        // done: taking it when the tile starts would hold a tile for a block that is still
+        // busy, which on causal rows leaves other blocks idle at the end.
+        linear = TileScheduler::next_tile(params.scheduler, ++round);
+      }
+      // No more tiles: the consumers read -1 once they are done with the last Q.
+      ptx::sm90::mbarrier_wait_parity(smem.q_empty(), (static_cast<uint32_t>(q_round) & 1u) ^ 1u);
+      *smem.tile_slot() = -1;
+      ptx::sm90::mbarrier_arrive(smem.q_full());
+    } else {
+      const TileView tile = view_of(params, Scheduler::work_tile(params.scheduler));
+      if (!skipped(tile)) produce_tile(params, smem, tile, 0, 0, 0);
+    }
+  }
+
+  static FLASHMMA_DEVICE void produce_tile(const Params& params, const Smem& smem,
+                                           const TileView& tile, int64_t linear, int q_round,
+                                           int visits) {
+    const MapOrigin origin = map_origin(params.args, tile.seq);
+    const auto load_kv = [&](int j) {
+      const int visit = visits + j;
+      const int slot = slot_of(visit);
+      const uint32_t free_parity = parity_of(visit) ^ 1u;
+      const int64_t first_key = origin.key_row + (tile.key_tiles.first + j) * kBlockN;
       ptx::sm90::mbarrier_wait_parity(smem.k_empty(slot), free_parity);
       ptx::sm90::mbarrier_arrive_expect_tx(smem.k_full(slot), Config::kKVTileBytes);
       load_rows<kBlockN, Config::kHeadDimSubTiles>(smem.k(slot), &params.maps.k, first_key,
-                                                   seq.kv_head, origin.key_batch,
+                                                   tile.seq.kv_head, origin.key_batch,
                                                    smem.k_full(slot));
       ptx::sm90::mbarrier_wait_parity(smem.v_empty(slot), free_parity);
       ptx::sm90::mbarrier_arrive_expect_tx(smem.v_full(slot), Config::kKVTileBytes);
       load_rows<kBlockN, Config::kHeadDimSubTiles>(smem.v(slot), &params.maps.v, first_key,
-                                                   seq.kv_head, origin.key_batch,
+                                                   tile.seq.kv_head, origin.key_batch,
                                                    smem.v_full(slot));
+    };
+    const int kv_first = Config::kPersistent && tile.key_tiles.count > 0 ? 1 : 0;
+    if (kv_first) load_kv(0);
+    if constexpr (Config::kPersistent) {
+      ptx::sm90::mbarrier_wait_parity(smem.q_empty(), (static_cast<uint32_t>(q_round) & 1u) ^ 1u);
+      *smem.tile_slot() = linear;  // released to the consumers by the arrival below
+    } else {
+      (void)linear;
     }
+    ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(), Config::kQBytes);
+    load_rows<Config::kBlockM, Config::kHeadDimSubTiles>(
+        smem.q(), &params.maps.q, origin.query_row + tile.queries.begin, tile.seq.head,
+        origin.query_batch, smem.q_full());
+    for (int j = kv_first; j < tile.key_tiles.count; ++j) load_kv(j);
   }
 
   // Fragments [rows][columns][4] as the flat register list wgmma takes (the same registers).
@@ -307,6 +379,7 @@ struct ForwardKernel {
   struct Consumer {
     const Smem& smem;
     const TileRange& key_tiles;  // the block's: the producer's order, slots and rounds
+    int visit_base;              // K/V tiles of the block's earlier tiles (persistent)
     int begin;                   // [begin, end): the visits of key_tiles this warpgroup computes
     int end;
     ScoreSoftmaxType score_softmax;
@@ -317,24 +390,22 @@ struct ForwardKernel {
     OnlineSoftmax row_stats[1];
 
     FLASHMMA_DEVICE int64_t first_key(int j) const { return (key_tiles.first + j) * kBlockN; }
-    FLASHMMA_DEVICE uint32_t k_address(int j) const {
-      return ptx::smem_address(smem.k(slot_of(j)));
-    }
-    FLASHMMA_DEVICE uint32_t v_address(int j) const {
-      return ptx::smem_address(smem.v(slot_of(j)));
-    }
+    FLASHMMA_DEVICE int slot(int j) const { return slot_of(visit_base + j); }
+    FLASHMMA_DEVICE uint32_t parity(int j) const { return parity_of(visit_base + j); }
+    FLASHMMA_DEVICE uint32_t k_address(int j) const { return ptx::smem_address(smem.k(slot(j))); }
+    FLASHMMA_DEVICE uint32_t v_address(int j) const { return ptx::smem_address(smem.v(slot(j))); }
     // One thread per warpgroup releases a slot, after the wgmma that read it has completed.
     FLASHMMA_DEVICE void release_k(int j) const {
-      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.k_empty(slot_of(j)));
+      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.k_empty(slot(j)));
     }
     FLASHMMA_DEVICE void release_v(int j) const {
-      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.v_empty(slot_of(j)));
+      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.v_empty(slot(j)));
     }
     FLASHMMA_DEVICE void wait_k(int j) const {
-      ptx::sm90::mbarrier_wait_parity(smem.k_full(slot_of(j)), parity_of(j));
+      ptx::sm90::mbarrier_wait_parity(smem.k_full(slot(j)), parity(j));
     }
     FLASHMMA_DEVICE void wait_v(int j) const {
-      ptx::sm90::mbarrier_wait_parity(smem.v_full(slot_of(j)), parity_of(j));
+      ptx::sm90::mbarrier_wait_parity(smem.v_full(slot(j)), parity(j));
     }
     // Visits [first, last) that this warpgroup's rows do not need: each slot is released once
     // loaded. The wait keeps the arrival in its round: an arrival before the slot's previous
@@ -447,11 +518,37 @@ struct ForwardKernel {
     }
   };
 
-  // A consumer warpgroup: 64 query rows, from S = Q K^T to O and the LSE.
-  static FLASHMMA_DEVICE void consume(const Params& params, const Smem& smem,
-                                      const Sequence& seq, const IndexRange& queries,
-                                      const TileRange& key_tiles, int consumer) {
+  // A consumer warpgroup: 64 query rows of each of the block's tiles, from S = Q K^T to O and
+  // the LSE.
+  static FLASHMMA_DEVICE void consume(const Params& params, const Smem& smem, int consumer) {
     const int thread = static_cast<int>(threadIdx.x) % Config::kWarpgroupThreads;
+    if constexpr (Config::kPersistent) {
+      int q_round = 0;  // tiles done, as the producer counts them
+      int visits = 0;
+      for (;;) {
+        ptx::sm90::mbarrier_wait_parity(smem.q_full(), static_cast<uint32_t>(q_round) & 1u);
+        const int64_t linear = *reinterpret_cast<volatile int64_t*>(smem.tile_slot());
+        if (linear < 0) break;
+        const TileView tile = view_of(params, TileScheduler::tile_of(params.scheduler, linear));
+        consume_tile(params, smem, tile, consumer, thread, visits, q_round);
+        visits += tile.key_tiles.count;
+        ++q_round;
+      }
+      // The last tile's O store must have read the staging tile before the block's shared
+      // memory goes to another block.
+      if (thread == 0) ptx::sm90::tma_store_wait_read<0>();
+    } else {
+      const TileView tile = view_of(params, Scheduler::work_tile(params.scheduler));
+      if (!skipped(tile)) consume_tile(params, smem, tile, consumer, thread, 0, 0);
+    }
+  }
+
+  static FLASHMMA_DEVICE void consume_tile(const Params& params, const Smem& smem,
+                                           const TileView& tile, int consumer, int thread,
+                                           int visit_base, int q_round) {
+    const Sequence& seq = tile.seq;
+    const IndexRange& queries = tile.queries;
+    const TileRange& key_tiles = tile.key_tiles;
     const int warp = thread / 32;
     const int first_row = consumer * Config::kRowsPerWarpgroup;  // within the block's Q tile
 
@@ -464,7 +561,7 @@ struct ForwardKernel {
                                             : key_tiles_within(params.policy, seq.lengths, rows,
                                                                key_tiles, kBlockN);
     const int begin = static_cast<int>(own.first - key_tiles.first);
-    Consumer c{smem, key_tiles, begin, begin + own.count};
+    Consumer c{smem, key_tiles, visit_base, begin, begin + own.count};
     c.score_softmax.policy = params.policy;
     c.score_softmax.origin =
         seq.coord(queries.begin + first_row + warp * ptx::sm90::kWgmmaRowsPerWarp, 0);
@@ -488,8 +585,8 @@ struct ForwardKernel {
     c.row_stats[0].init();
 
     c.consumer = consumer;
-    ptx::sm90::mbarrier_wait_parity(smem.q_full(), 0);
-    c.grant_first_turn();
+    ptx::sm90::mbarrier_wait_parity(smem.q_full(), static_cast<uint32_t>(q_round) & 1u);
+    if (q_round == 0) c.grant_first_turn();
     c.pass(0, c.begin);
     if constexpr (Config::kOverlapSoftmax) {
       c.run_overlapped();
@@ -497,6 +594,11 @@ struct ForwardKernel {
       c.run_sequential();
     }
     c.pass(c.end, key_tiles.count);
+    if constexpr (Config::kPersistent) {
+      // Every product that read this warpgroup's Q rows has completed: the producer may load
+      // the next tile's Q once all warpgroups say so.
+      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.q_empty());
+    }
 
     float lse[1][kRowsPerThread];
     c.row_stats[0].finalize(c.output[0], c.score_softmax.lse_scale(), lse[0],
@@ -515,12 +617,18 @@ struct ForwardKernel {
                                            const float (&output)[1][kOutputTiles][4],
                                            const float (&lse)[1][kRowsPerThread]) {
     const int first_row = consumer * Config::kRowsPerWarpgroup;
+    if constexpr (Config::kPersistent) {
+      // The previous tile's store (issued by thread 0) has read these staging rows.
+      if (thread == 0) ptx::sm90::tma_store_wait_read<0>();
+      ptx::sm90::named_barrier_sync(static_cast<uint32_t>(Barrier::kEpilogue) + consumer,
+                                    Config::kWarpgroupThreads);
+    }
 #pragma unroll
     for (int t = 0; t < kOutputTiles; ++t) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const fragment::Coord c = ptx::sm90::wgmma_accumulator_coord(thread, 4 * t + 2 * half);
-        *reinterpret_cast<uint32_t*>(smem.q() +
+        *reinterpret_cast<uint32_t*>(smem.o() +
                                      Config::QTile::byte_offset(first_row + c.row, c.col)) =
             pack_pair<Element>(output[0][t][2 * half], output[0][t][2 * half + 1]);
       }
@@ -542,10 +650,11 @@ struct ForwardKernel {
                                    static_cast<int32_t>(origin.query_batch)};
         ptx::sm90::tma_store_tile<4>(
             &params.maps.o, coords,
-            smem.q() + d * Config::kBlockM * kSubTileRowBytes + first_row * kSubTileRowBytes);
+            smem.o() + d * Config::kBlockM * kSubTileRowBytes + first_row * kSubTileRowBytes);
       }
       ptx::sm90::tma_store_commit_group();
-      ptx::sm90::tma_store_wait_read<0>();
+      // Persistent: waited for before the next tile's O is staged (and before the block ends).
+      if constexpr (!Config::kPersistent) ptx::sm90::tma_store_wait_read<0>();
     }
     const int lane = thread % 32;
     if (seq.lse != nullptr && fragment::lane_in_quad(lane) == 0) {
@@ -572,7 +681,7 @@ struct ForwardKernel {
       const int row = chunk / chunks_per_row;
       const int column = chunk % chunks_per_row * kChunkElements;
       const uint4 value = *reinterpret_cast<const uint4*>(
-          smem.q() + Config::QTile::byte_offset(first_row + row, column));
+          smem.o() + Config::QTile::byte_offset(first_row + row, column));
       *reinterpret_cast<uint4*>(seq.o + (store_row + row) * seq.o_row_stride + column) = value;
     }
   }

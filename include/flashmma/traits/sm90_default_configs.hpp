@@ -40,7 +40,10 @@ struct Sm90DefaultConfig<Element, 64, true> {
   static constexpr bool kAvailable = true;
   // Three consumer warpgroups of 160 registers: +9-19% over two at N >= 4k (the softmax, half of
   // d = 64's work per product, runs on three warpgroups), -5% at causal N = 1k.
-  using type = Sm90TileConfig<Element, 64, /*BlockN=*/128, 2, /*ConsumerWarpgroups=*/3, 24, 160>;
+  // Persistent: step 47.
+  using type = Sm90TileConfig<Element, 64, /*BlockN=*/128, 2, /*ConsumerWarpgroups=*/3, 24, 160,
+                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/false,
+                              /*Persistent=*/true>;
 };
 
 template <class Element>
@@ -55,8 +58,10 @@ struct Sm90DefaultConfig<Element, 128, true> {
   static constexpr bool kAvailable = true;
   // Ping-pong: 0-2% over the plain overlapped schedule from 4k to 8k keys and 6% at 1k; 176 keys
   // per tile won at 16k unmasked (679 against 601) but lost at 1k and with the causal mask.
+  // Persistent (blocks walking tiles where a counter is given and keys are few): step 47.
   using type = Sm90TileConfig<Element, 128, /*BlockN=*/128, 2, 2, 24, 240,
-                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true>;
+                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true,
+                              /*Persistent=*/true>;
 };
 
 // 112 keys: the largest tile whose two K/V stages fit 227 KiB beside a Q of 128 x 192.

@@ -50,7 +50,8 @@ enum class Sm90Schedule : int { kSequential, kOverlapSoftmax };
 
 template <class Element, int HeadDim, int BlockN, int Stages = 2, int ConsumerWarpgroups = 2,
           int ProducerRegisters = 24, int ConsumerRegisters = 240,
-          Sm90Schedule Schedule = Sm90Schedule::kOverlapSoftmax, bool PingPong = false>
+          Sm90Schedule Schedule = Sm90Schedule::kOverlapSoftmax, bool PingPong = false,
+          bool Persistent = false>
 struct Sm90TileConfig {
   static_assert(IsSupportedElement<Element>::value,
                 "Element must be __half or __nv_bfloat16");
@@ -88,6 +89,10 @@ struct Sm90TileConfig {
   static constexpr Sm90Schedule kSchedule = Schedule;
   static constexpr bool kOverlapSoftmax = Schedule == Sm90Schedule::kOverlapSoftmax;
   static constexpr bool kPingPong = PingPong;
+  // One block per SM walking work tiles (PersistentScheduler): the producer loads the next
+  // tile's Q and K/V while the consumers finish the current one, whose O goes out through a
+  // staging tile of its own.
+  static constexpr bool kPersistent = Persistent;
   static constexpr int kProducerRegisters = ProducerRegisters;
   static constexpr int kConsumerRegisters = ConsumerRegisters;
   // What each thread starts with: __launch_bounds__(kThreads, 1) divides the register file,
@@ -109,12 +114,16 @@ struct Sm90TileConfig {
   static_assert(VTile::kBytes == KTile::kBytes, "K and V tiles are the same TMA boxes");
 
   // Shared memory, each tile on a 1024-byte boundary (the swizzle atom): Q, the K ring, the V
-  // ring, then the barriers; plus 1 KiB to align the dynamic base.
+  // ring, O's staging tile (persistent: Q's layout; otherwise O goes through Q), then the
+  // barriers; plus 1 KiB to align the dynamic base.
   static constexpr std::size_t kQOffset = 0;
   static constexpr std::size_t kKOffset = kQOffset + kQBytes;
   static constexpr std::size_t kVOffset = kKOffset + std::size_t{Stages} * kKVTileBytes;
-  static constexpr std::size_t kBarrierOffset = kVOffset + std::size_t{Stages} * kKVTileBytes;
-  static constexpr int kBarriers = 1 + 4 * Stages;  // Q full; K/V full and empty per stage
+  static constexpr std::size_t kOOffset = kVOffset + std::size_t{Stages} * kKVTileBytes;
+  static constexpr std::size_t kBarrierOffset = kOOffset + (Persistent ? kQBytes : 0);
+  // Q full (and, persistent, Q empty and the slot of the tile index); K/V full and empty per
+  // stage.
+  static constexpr int kBarriers = (Persistent ? 3 : 1) + 4 * Stages;
   static constexpr std::size_t kSmemBytes =
       ptx::sm90::kSwizzleAlignment + kBarrierOffset + sizeof(uint64_t) * kBarriers;
 
@@ -122,8 +131,9 @@ struct Sm90TileConfig {
   static constexpr int kAccumulatorRegisters = BlockN / 2 + BlockN / 4 + kHeadDimPadded / 2;
 
   static_assert(kSmemBytes <= kSm90MaxSmemBytes,
-                "shared memory (Q + 2 * Stages * BlockN rows of the head dim padded to 64, plus "
-                "barriers) exceeds 227 KiB: lower BlockN or Stages");
+                "shared memory (Q + 2 * Stages * BlockN rows of the head dim padded to 64, O's "
+                "staging tile when Persistent, plus barriers) exceeds 227 KiB: lower BlockN or "
+                "Stages");
   static_assert(kWarpgroupThreads * (ProducerRegisters + ConsumerWarpgroups * ConsumerRegisters) <=
                     kSm90RegistersPerSm,
                 "128 * (ProducerRegisters + ConsumerWarpgroups * ConsumerRegisters) exceeds the "
@@ -139,8 +149,8 @@ struct Sm90TileConfig {
 // True for any instantiation of Sm90TileConfig.
 template <class T>
 struct IsSm90TileConfig : std::false_type {};
-template <class E, int D, int N, int S, int C, int P, int R, Sm90Schedule K, bool G>
-struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R, K, G>> : std::true_type {};
+template <class E, int D, int N, int S, int C, int P, int R, Sm90Schedule K, bool G, bool T>
+struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R, K, G, T>> : std::true_type {};
 
 // Every config forward<Config> accepts: the portable TileConfig and the Hopper one.
 template <class T>
