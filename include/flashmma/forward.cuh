@@ -151,7 +151,7 @@ Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
     SchedulerInputs walk = in;
     typename TileScheduler::Params scheduler;
     if constexpr (Config::kPersistent) {
-      const PersistentWalk plan = persistent_walk<Config>(params, device);
+      const PersistentWalk plan = persistent_walk<Config>(params, device, Policy::kMasks);
       walk.concurrent_blocks = plan.blocks;
       scheduler = TileScheduler::make_params(
           walk, plan.tile_counter, plan.tile_counter != nullptr ? next_launch_epoch() : 0u);
@@ -441,6 +441,20 @@ template <class Element, int HeadDim>
             stream);
       }
       return detail::launch_split_kernel<Split>(params, policy, device, plan, stream);
+    }
+    if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
+                                     std::is_same_v<Policy, CausalMask>)) {
+      // The persistent twin, where its blocks walk the tiles (walks_sm90_default).
+      if (route == detail::DefaultRoute::kHopper &&
+          detail::walks_sm90_default<Element, HeadDim, Policy>(params, device)) {
+        if (has_variable_lengths(params)) {
+          return detail::launch_dense_kernel<typename Hopper::walking, Policy, NoDropout,
+                                             /*kVariableLengths=*/true>(params, policy, device,
+                                                                        stream);
+        }
+        return detail::launch_dense_kernel<typename Hopper::walking>(params, policy, device,
+                                                                     stream);
+      }
     }
     if constexpr (Hopper::kAvailable) {
       if (route == detail::DefaultRoute::kHopper && has_variable_lengths(params)) {

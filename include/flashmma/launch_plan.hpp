@@ -72,33 +72,54 @@ struct PersistentWalk {
   unsigned long long* tile_counter = nullptr;
 };
 
+// `masks`: the policy's kMasks. `assume_counter`: as if the workspace held the counter
+// (tile_counter stays nullptr).
 template <class Config>
-PersistentWalk persistent_walk(const ForwardParams& p, const DeviceInfo& device) {
+PersistentWalk persistent_walk(const ForwardParams& p, const DeviceInfo& device, bool masks,
+                               bool assume_counter = false) {
   const SchedulerInputs in = scheduler_inputs<Config>(p, device);
-  const bool has_counter = p.workspace != nullptr && p.workspace_bytes >= kTileCounterBytes &&
-                           in.m_blocks * in.heads * in.batch <= 2147483647;
+  const bool countable = in.m_blocks * in.heads * in.batch <= 2147483647;
+  const bool given = p.workspace != nullptr && p.workspace_bytes >= kTileCounterBytes;
+  const bool counted = countable && (given || assume_counter);
   PersistentWalk walk;
-  walk.blocks = persistent_blocks(in, Config::kBlockN, blocks_per_sm<Config>(device) * device.sm_count,
-                                  has_counter);
-  if (walk.blocks > 0 && has_counter) walk.tile_counter = static_cast<unsigned long long*>(p.workspace);
+  walk.blocks = persistent_blocks(in, Config::kBlockN, masks,
+                                  blocks_per_sm<Config>(device) * device.sm_count, counted);
+  if (walk.blocks > 0 && counted && given) {
+    walk.tile_counter = static_cast<unsigned long long*>(p.workspace);
+  }
   return walk;
 }
 
-// The workspace bytes of the tile counter a call on Config would walk with (0: Config is not
-// persistent, or the call walks one block per tile whatever it is given).
+// The workspace bytes of the tile counter a call on Config would walk with, under a policy
+// without a mask (the longer limit: a masked one may then run one block per tile); 0 where
+// Config is not persistent or the call runs one block per tile whatever it is given.
 template <class Config>
 std::size_t tile_counter_bytes(const ForwardParams& p, const DeviceInfo& device) {
   if constexpr (IsSm90TileConfig<Config>::value) {
     if constexpr (Config::kPersistent) {
       const SchedulerInputs in = scheduler_inputs<Config>(p, device);
       const bool countable = in.m_blocks * in.heads * in.batch <= 2147483647;
-      const int64_t slots = blocks_per_sm<Config>(device) * device.sm_count;
-      return countable && persistent_blocks(in, Config::kBlockN, slots, true) > 0
+      return countable && persistent_walk<Config>(p, device, false, true).blocks > 0
                  ? kTileCounterBytes
                  : 0;
     }
   }
   return 0;
+}
+
+// Whether forward(params) runs the Hopper default's walking twin (Sm90DefaultConfig's kWalks)
+// for a call it runs on the Hopper default with `Policy`: without a mask or with the causal one,
+// where the call's blocks would walk.
+template <class Element, int HeadDim, class Policy>
+bool walks_sm90_default(const ForwardParams& p, const DeviceInfo& device) {
+  using Hopper = Sm90DefaultConfig<Element, HeadDim>;
+  if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
+                                   std::is_same_v<Policy, CausalMask>)) {
+    return !uses_dropout(p) &&
+           persistent_walk<typename Hopper::walking>(p, device, Policy::kMasks).blocks > 0;
+  } else {
+    return false;
+  }
 }
 
 // Whether a call on the split kernel packs the query heads of a GQA group into one work tile
@@ -368,12 +389,11 @@ decltype(auto) visit_element_and_head_dim(const ForwardParams& params, Visitor&&
           return s;
         bytes = detail::workspace_bytes(params, plan);
         // A call the Hopper default may take (the loaded code decides) walks its tiles with a
-        // counter where it is persistent.
-        if constexpr (Sm90DefaultConfig<decltype(element_tag), decltype(head_dim)::value>::kAvailable) {
+        // counter where the default has a walking twin.
+        using Hopper = Sm90DefaultConfig<decltype(element_tag), decltype(head_dim)::value>;
+        if constexpr (Hopper::kWalks) {
           if (bytes == 0 && plan.splits == 1 && device.compute_capability == 90) {
-            bytes = detail::tile_counter_bytes<
-                typename Sm90DefaultConfig<decltype(element_tag), decltype(head_dim)::value>::type>(
-                params, device);
+            bytes = detail::tile_counter_bytes<typename Hopper::walking>(params, device);
           }
         }
         return Status::success();
@@ -409,9 +429,9 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   "sm90::ForwardKernel<Sm90TileConfig<...>, CausalMask, HeaviestFirstScheduler,
 //    VariableLengths>" (packed or ragged prefill on a compute capability 9.0 GPU)
 //   "sm90::ForwardKernel<Sm90TileConfig<..., persistent, sm_90a>, FullAttention,
-//    PlainScheduler> on 132 blocks walking its tiles" (a persistent config whose blocks walk the
-//    tiles: params.workspace holds the tile counter, and the keys are few; launch_plan.hpp's
-//    persistent_walk)
+//    PlainScheduler> on 132 blocks walking its tiles" (the Hopper default's walking twin, without
+//    a mask or with the causal one: params.workspace holds the tile counter, and the keys are
+//    few; walks_sm90_default)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -438,31 +458,32 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
           if (route == detail::DefaultRoute::kHopper) {
             if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kAvailable) {
               using Hopper = typename Sm90DefaultConfig<Element, kHeadDim>::type;
-              std::string walk;  // a persistent config's grid, where its blocks walk tiles
-              if constexpr (Hopper::kPersistent) {
-                const detail::PersistentWalk plan = detail::persistent_walk<Hopper>(params, device);
-                if (plan.blocks > 0) {
-                  walk = " on " + std::to_string(plan.blocks) + " blocks walking its tiles" +
-                         (plan.tile_counter != nullptr ? "" : " (fixed snake)");
+              if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kWalks) {
+                if (detail::walks_sm90_default<Element, kHeadDim, Policy>(params, device)) {
+                  using Walking = typename Sm90DefaultConfig<Element, kHeadDim>::walking;
+                  const detail::PersistentWalk walk =
+                      detail::persistent_walk<Walking>(params, device, Policy::kMasks);
+                  const std::string scheduler =
+                      std::string(SchedulerFor<Policy>::kName) +
+                      (has_variable_lengths(params) ? ", VariableLengths" : "");
+                  return detail::forward_kernel_name<Walking>(policy_name, scheduler.c_str()) +
+                         " on " + std::to_string(walk.blocks) + " blocks walking its tiles";
                 }
               }
               if (uses_dropout(params)) {  // kernels compiled with dropout keep the policy
                 return detail::forward_kernel_name<Hopper>(
-                           policy_name, (SchedulerFor<Policy>::kName + dropout).c_str()) +
-                       walk;
+                    policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
               }
               if (has_variable_lengths(params)) {  // variable_length_prefill's kernels
                 return detail::forward_kernel_name<Hopper>(
-                           policy_name,
-                           (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths")
-                               .c_str()) +
-                       walk;
+                    policy_name,
+                    (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths").c_str());
               }
               return visit_sm90_policy<Hopper>(policy, [&](const auto& sm90_policy) {
                 using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
                 return detail::forward_kernel_name<Hopper>(builtin_policy_type_name<Sm90Policy>(),
                                                            SchedulerFor<Sm90Policy>::kName);
-              }) + walk;
+              });
             }
           }
           if (route == detail::DefaultRoute::kPortable) {

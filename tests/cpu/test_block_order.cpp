@@ -8,8 +8,10 @@
 #include <flashmma/attention/scheduler.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <random>
+#include <thread>
 #include <cstdint>
 #include <set>
 #include <tuple>
@@ -112,31 +114,53 @@ TEST_CASE("causal_group_count keeps each group's K/V within the L2 share", "[blo
 
 namespace {
 
-// A persistent launch as sm90::ForwardKernel's producers walk it (PersistentScheduler): block b
-// computes tile b, then takes tickets (ticket_step, one at a time in an order the hardware picks:
-// here a random one), computing tile gridDim + ticket until a ticket lands past the last tile.
-// Returns how many times each tile was computed; `word` is left as the launch leaves it.
-std::vector<int> walk_with_counter(int64_t tiles, int64_t blocks, uint32_t epoch, uint64_t& word,
-                                   std::mt19937& rng) {
-  std::vector<int> computed(static_cast<std::size_t>(tiles), 0);
-  std::vector<int64_t> active;
+// take_ticket's atomics on the host; now and then a thread yields between two of them, so that
+// the blocks' operations interleave in more ways.
+struct HostTicketWord {
+  std::atomic<uint64_t>& value;
+  std::minstd_rand rng;
+  void maybe_yield() {
+    if (rng() % 4 == 0) std::this_thread::yield();
+  }
+  uint64_t fetch_add(uint64_t v) {
+    maybe_yield();
+    return value.fetch_add(v);
+  }
+  uint64_t compare_exchange(uint64_t expected, uint64_t desired) {
+    maybe_yield();
+    value.compare_exchange_strong(expected, desired);
+    return expected;  // the value seen
+  }
+  void exchange(uint64_t v) { value.exchange(v); }
+};
+
+// A persistent launch as sm90::ForwardKernel's producers walk it (PersistentScheduler): a thread
+// per block, all started at once; block b computes tile b, then tile gridDim + ticket for each
+// ticket it takes, until one lands past the last tile. Returns how many times each tile was
+// computed; `word` is left as the launch leaves it.
+std::vector<int> walk_with_counter(int64_t tiles, int64_t blocks, uint32_t epoch,
+                                   std::atomic<uint64_t>& word) {
+  std::vector<std::atomic<int>> computed(static_cast<std::size_t>(tiles));
+  for (auto& c : computed) c = 0;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
   for (int64_t b = 0; b < blocks; ++b) {
-    ++computed[static_cast<std::size_t>(b)];
-    active.push_back(b);
+    threads.emplace_back([&, b] {
+      HostTicketWord counter{word, std::minstd_rand(static_cast<unsigned>(b + 1))};
+      while (!go.load()) std::this_thread::yield();
+      ++computed[static_cast<std::size_t>(b)];
+      for (;;) {
+        const int64_t next = blocks + flashmma::take_ticket(counter, epoch, tiles);
+        if (next >= tiles) break;
+        ++computed[static_cast<std::size_t>(next)];
+      }
+    });
   }
-  while (!active.empty()) {
-    std::uniform_int_distribution<std::size_t> pick(0, active.size() - 1);
-    const std::size_t i = pick(rng);
-    const flashmma::TicketStep step = flashmma::ticket_step(word, epoch, tiles);
-    word = step.word;
-    const int64_t next = blocks + step.ticket;
-    if (next >= tiles) {
-      active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      ++computed[static_cast<std::size_t>(next)];
-    }
-  }
-  return computed;
+  go = true;
+  for (std::thread& t : threads) t.join();
+  std::vector<int> counts;
+  for (auto& c : computed) counts.push_back(c.load());
+  return counts;
 }
 
 }  // namespace
@@ -144,34 +168,21 @@ std::vector<int> walk_with_counter(int64_t tiles, int64_t blocks, uint32_t epoch
 TEST_CASE("A persistent launch's tile counter hands out every tile once, from any start",
           "[block_order][persistent]") {
   std::mt19937 rng(7);
-  // Launches of different sizes follow each other on one word that is never zeroed by the
-  // caller; now and then it holds garbage (an uninitialized workspace), and some launches are
-  // replayed with their epoch (a CUDA graph's).
-  uint64_t word = 0xdeadbeefcafef00dull;
+  // Launches of different sizes follow each other on one word that the caller never zeroes;
+  // now and then it holds garbage (an uninitialized workspace), and some launches are replayed
+  // with their epoch (a CUDA graph's).
+  std::atomic<uint64_t> word{0xdeadbeefcafef00dull};
   uint32_t epoch = 0;
-  for (int launch = 0; launch < 400; ++launch) {
-    const int64_t blocks = 1 + static_cast<int64_t>(rng() % 140);
-    const int64_t tiles = blocks + static_cast<int64_t>(rng() % 700);
-    if (launch % 50 == 25) word = (uint64_t{rng()} << 32) | rng();  // anything at all
-    if (launch % 3 != 0) epoch = epoch + 1 == 0 ? 1 : epoch + 1;   // else a replay
-    if (epoch == 0) epoch = 1;
+  for (int launch = 0; launch < 120; ++launch) {
+    const int64_t blocks = 1 + static_cast<int64_t>(rng() % 133);
+    const int64_t tiles = blocks + static_cast<int64_t>(rng() % 600);
+    if (launch % 20 == 10) word = (uint64_t{rng()} << 32) | rng();  // anything at all
+    if (launch % 3 != 0 || epoch == 0) epoch = epoch + 1 == 0 ? 1 : epoch + 1;  // else a replay
     CAPTURE(launch, blocks, tiles, epoch);
-    const std::vector<int> computed = walk_with_counter(tiles, blocks, epoch, word, rng);
+    const std::vector<int> computed = walk_with_counter(tiles, blocks, epoch, word);
     CHECK(std::all_of(computed.begin(), computed.end(), [](int n) { return n == 1; }));
-    CHECK(word == 0);  // left fresh for the next launch
+    CHECK(word.load() == 0);  // left fresh for the next launch
   }
-}
-
-TEST_CASE("ticket_step counts within its epoch and starts afresh outside it",
-          "[block_order][persistent]") {
-  CHECK(flashmma::ticket_step(0, 5, 10).ticket == 0);
-  CHECK(flashmma::ticket_step(0, 5, 10).word == ((uint64_t{5} << 32) | 1));
-  CHECK(flashmma::ticket_step((uint64_t{5} << 32) | 7, 5, 10).ticket == 7);
-  CHECK(flashmma::ticket_step((uint64_t{4} << 32) | 7, 5, 10).ticket == 0);  // another launch's
-  const flashmma::TicketStep last = flashmma::ticket_step((uint64_t{5} << 32) | 9, 5, 10);
-  CHECK(last.ticket == 9);
-  CHECK(last.word == 0);
-  CHECK(flashmma::ticket_step(0, 5, 1).word == 0);  // one tile: its only ticket is the last
 }
 
 TEST_CASE("PersistentScheduler's snake walks every tile once, and maps tiles as its order",
@@ -217,18 +228,23 @@ TEST_CASE("persistent_blocks walks short key ranges with a counter, one block pe
   in.batch = 16;
   in.seqlen_k = 1024;
   const int64_t slots = 132;
-  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == slots);
-  CHECK(flashmma::persistent_blocks(in, 128, slots, false) == 0);  // no counter
-  in.seqlen_k = 128 * flashmma::kPersistentMaxKeyTiles;
-  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == slots);
-  in.seqlen_k += 1;  // one key tile more
-  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == 0);
+  for (const bool masks : {false, true}) {
+    CAPTURE(masks);
+    const int64_t limit =
+        masks ? flashmma::kPersistentMaxMaskedKeyTiles : flashmma::kPersistentMaxKeyTiles;
+    in.seqlen_k = 1024;
+    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, true) == slots);
+    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, false) == 0);  // no counter
+    in.seqlen_k = 128 * limit;
+    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, true) == slots);
+    in.seqlen_k += 1;  // one key tile more
+    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, true) == 0);
+  }
   in.seqlen_k = 1024;
-  in.batch = 1;
-  in.heads = 16;  // 128 tiles: fewer than the slots
-  CHECK(flashmma::persistent_blocks(in, 128, slots, true) == 0);
+  in.batch = 1;  // 128 tiles: fewer than the slots
+  CHECK(flashmma::persistent_blocks(in, 128, false, slots, true) == 0);
   in.m_blocks = 1 << 20;  // past the grid's limit: walked, on the snake without a counter
   in.heads = 1 << 12;
   in.seqlen_k = 1 << 20;
-  CHECK(flashmma::persistent_blocks(in, 128, slots, false) == slots);
+  CHECK(flashmma::persistent_blocks(in, 128, true, slots, false) == slots);
 }

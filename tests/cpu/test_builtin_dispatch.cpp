@@ -350,28 +350,42 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("SlidingWindow, SplitScheduler> in 1 split"));
   }
-  SECTION("the persistent defaults walk their tiles where a workspace holds the counter") {
+  SECTION("the d = 64 and 128 defaults' walking twins, where a workspace holds the counter") {
     ForwardParams p = described_call(128);
-    p.batch = 4;  // 32 query tiles x 4 heads x 4: 512 tiles for 132 SMs
+    p.batch = 4;  // 32 query tiles x 4 heads x 4: 512 tiles for 132 SMs; 32 key tiles
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains(", persistent, sm_90a>") && !Contains("walking"));
+    CHECK_THAT(kernel, Contains("ping-pong, sm_90a>") && !Contains("walking"));
     p.workspace = reinterpret_cast<void*>(0x100000);
     p.workspace_bytes = flashmma::kTileCounterBytes;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, EndsWith("FullAttention, PlainScheduler> on 132 blocks walking its tiles"));
+    CHECK_THAT(kernel, Contains("ping-pong, persistent, sm_90a>") &&
+                           EndsWith("FullAttention, PlainScheduler> on 132 blocks walking its tiles"));
+    // The causal mask walks up to kPersistentMaxMaskedKeyTiles key tiles.
     p.mask = MaskKind::kCausal;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, EndsWith("CausalMask, HeaviestFirstScheduler> on 132 blocks walking its tiles"));
-    p.workspace_bytes = flashmma::kTileCounterBytes - 1;  // too small to hold it: one per tile
+    CHECK_THAT(kernel, Contains("CausalMask, HeaviestFirstScheduler>") && !Contains("walking"));
+    p.seqlen_k = 128 * flashmma::kPersistentMaxMaskedKeyTiles;
+    p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel,
+               EndsWith("CausalMask, HeaviestFirstScheduler> on 132 blocks walking its tiles"));
+    // Other policies, and a workspace too small for the counter: one block per tile.
+    p.window_left = 100;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && !Contains("walking") &&
+                           !Contains("persistent"));
+    p.window_left = -1;
+    p.workspace_bytes = flashmma::kTileCounterBytes - 1;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, !Contains("walking"));
+    // Unmasked, one key tile more than kPersistentMaxKeyTiles: one block per tile.
     p.workspace_bytes = flashmma::kTileCounterBytes;
-    // A key tile more than kPersistentMaxKeyTiles: one block per tile.
+    p.mask = MaskKind::kNone;
     p.seqlen_k = 128 * flashmma::kPersistentMaxKeyTiles + 1;
     p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && !Contains("walking"));
-    // d = 64 is persistent too (192-row tiles); d = 256 is not (O's staging tile does not fit).
+    // d = 64 walks too (192-row tiles); d = 256 has no walking twin.
     p = described_call(64);
     p.batch = 4;
     p.workspace = reinterpret_cast<void*>(0x100000);

@@ -46,11 +46,11 @@ using Sm90Configs =
                               flashmma::Sm90Schedule::kSequential>,
                Sm90TileConfig<__nv_bfloat16, 160, 112>,
                Sm90TileConfig<__nv_bfloat16, 256, 80>,
-               flashmma::Sm90DefaultConfig<__nv_bfloat16, 128>::type>;  // persistent
+               flashmma::Sm90DefaultConfig<__nv_bfloat16, 128>::walking>;  // persistent
 
-// The persistent defaults (d = 128 with ping-pong, d = 64 with three consumer warpgroups).
-using PersistentConfigs = std::tuple<flashmma::Sm90DefaultConfig<__nv_bfloat16, 128>::type,
-                                     flashmma::Sm90DefaultConfig<__half, 64>::type>;
+// The walking twins of the d = 128 (ping-pong) and d = 64 (three consumer warpgroups) defaults.
+using PersistentConfigs = std::tuple<flashmma::Sm90DefaultConfig<__nv_bfloat16, 128>::walking,
+                                     flashmma::Sm90DefaultConfig<__half, 64>::walking>;
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -127,7 +127,8 @@ TEST_CASE("the sm_90a kernel refuses strides TMA cannot describe, and writes not
 // it against the reference); with one, its blocks walk the tiles, taking each next one from the
 // counter in the workspace: the same bits, whatever the counter held before, call after call,
 // and replayed from a CUDA graph. Every shape has more tiles than an H200 has SMs, and keys within
-// kPersistentMaxKeyTiles tiles (the last one at exactly that many).
+// the walk's limits (kPersistentMaxMaskedKeyTiles with the causal mask, kPersistentMaxKeyTiles
+// without; the last two at exactly those).
 TEMPLATE_LIST_TEST_CASE("a persistent config's blocks walk the tiles with the same results",
                         "[gpu][forward][sm90][persistent]", PersistentConfigs) {
   using Config = TestType;
@@ -136,11 +137,12 @@ TEMPLATE_LIST_TEST_CASE("a persistent config's blocks walk the tiles with the sa
   using flashmma::test::Layout;
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::kTileCounterBytes));
   flashmma::test::poison(workspace);  // needs no initialization
-  const int64_t key_limit = 128 * flashmma::kPersistentMaxKeyTiles;
+  const int64_t key_limit = 128 * flashmma::kPersistentMaxKeyTiles;  // BlockN 128
   for (const AttentionCase& c :
        {flashmma::test::make_case(3, 1000, 1000, 12, 4, Config::kHeadDim, true, Layout::kBSHD),
         flashmma::test::make_case(2, 1536, 700, 16, 16, Config::kHeadDim, false, Layout::kBHSD),
-        flashmma::test::make_case(4, 333, 2100, 24, 3, Config::kHeadDim, true, Layout::kBSHD),
+        flashmma::test::make_case(4, 333, 128 * flashmma::kPersistentMaxMaskedKeyTiles, 24, 3,
+                                  Config::kHeadDim, true, Layout::kBSHD),
         flashmma::test::make_case(1, 1100, key_limit, 40, 8, Config::kHeadDim, false,
                                   Layout::kBSHD)}) {
     INFO("case: " << c.describe());

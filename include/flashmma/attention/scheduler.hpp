@@ -181,26 +181,60 @@ struct HeaviestFirstScheduler {
 #endif
 };
 
-// One step of a persistent launch's tile counter (PersistentScheduler): the ticket a block
-// takes from the counter's 64-bit word `old`, and the word it leaves. The word holds the launch's
-// `epoch` (high half) and the next ticket (low half); a word of another epoch (a previous launch,
-// zero, or whatever the workspace held) counts as fresh, so the counter needs no initialization.
-// The launch's last ticket (`tiles` - 1: a launch takes exactly `tiles` of them, the tiles after
-// the grid's first ones and one past the end per block) leaves the word zero, so that a replay
-// of the same launch (a CUDA graph's, same epoch) starts fresh too.
-struct TicketStep {
-  uint32_t ticket;
-  uint64_t word;
-};
-
-FLASHMMA_HOST_DEVICE TicketStep ticket_step(uint64_t old, uint32_t epoch, int64_t tiles) {
-  const bool this_launch = static_cast<uint32_t>(old >> 32) == epoch;
-  const uint32_t ticket = this_launch ? static_cast<uint32_t>(old) : 0u;
-  const uint64_t word = static_cast<int64_t>(ticket) + 1 >= tiles
-                            ? uint64_t{0}
-                            : (uint64_t{epoch} << 32) | (uint64_t{ticket} + 1);
-  return {ticket, word};
+// A persistent launch's tile counter (PersistentScheduler): one 64-bit word of the caller's
+// workspace holding the launch's `epoch` (high half, never 0) and its next ticket (low half).
+// A block takes a ticket with one atomic add; a word of another epoch (zero, as every launch
+// leaves it, or whatever the workspace held) is claimed for this launch by the first block that
+// sees it (compare-and-swap to "ticket 0 taken"), the others then adding to the claimed word, so
+// the counter needs no initialization. A launch takes exactly `tiles` tickets (the tiles after
+// the grid's first ones, and one past the end per block), so the last one, `tiles` - 1, is its
+// last use of the word, and leaves it zero: a replay of the same launch (a CUDA graph's, with
+// its epoch) starts fresh as well. (Only a garbage word that already holds this epoch, one chance
+// in 2^32 on a workspace's first use, would be taken as this launch's.)
+// `Word` is the atomics: CUDA's on the device (DeviceTicketWord), std::atomic in the CPU test.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <class Word>
+FLASHMMA_HOST_DEVICE uint32_t take_ticket(Word& word, uint32_t epoch, int64_t tiles) {
+  const uint64_t claimed = (uint64_t{epoch} << 32) | 1u;  // ticket 0 taken
+  uint32_t ticket = 0;
+  for (;;) {
+    const uint64_t old = word.fetch_add(1);
+    if (static_cast<uint32_t>(old >> 32) == epoch) {
+      ticket = static_cast<uint32_t>(old);
+      break;
+    }
+    // Another launch's word: claim it, unless another block has just done so (then add again).
+    uint64_t expected = old + 1;
+    bool claimed_here = false;
+    for (;;) {
+      const uint64_t seen = word.compare_exchange(expected, claimed);
+      if (seen == expected) {
+        claimed_here = true;
+        break;
+      }
+      if (static_cast<uint32_t>(seen >> 32) == epoch) break;
+      expected = seen;
+    }
+    if (claimed_here) break;  // ticket 0
+  }
+  if (static_cast<int64_t>(ticket) + 1 >= tiles) word.exchange(0);
+  return ticket;
 }
+
+#if defined(__CUDACC__)
+// The device's atomics on the counter's word, for take_ticket.
+struct DeviceTicketWord {
+  unsigned long long* address;
+  FLASHMMA_DEVICE uint64_t fetch_add(uint64_t value) { return atomicAdd(address, value); }
+  // The value seen; `desired` stored if it was `expected`.
+  FLASHMMA_DEVICE uint64_t compare_exchange(uint64_t expected, uint64_t desired) {
+    return atomicCAS(address, expected, desired);
+  }
+  FLASHMMA_DEVICE void exchange(uint64_t value) { atomicExch(address, value); }
+};
+#endif
 
 // A persistent grid over Order's tiles (PlainScheduler or HeaviestFirstScheduler), for kernels
 // that loop over their tiles (Sm90TileConfig's Persistent): block b takes tile b of the order
@@ -210,7 +244,7 @@ FLASHMMA_HOST_DEVICE TicketStep ticket_step(uint64_t old, uint32_t epoch, int64_
 // heaviest-first balance holds as with one block per tile. Without a counter, block b walks a
 // fixed snake: tiles b, 2 gridDim.x - 1 - b, 2 gridDim.x + b, ... Every warp of a block walks the
 // tiles its producer passes on, and a tile's results do not depend on which block computes it.
-// The counter is one 64-bit word of the caller's workspace (ticket_step); launches that share it
+// The counter is one 64-bit word of the caller's workspace (take_ticket); launches that share it
 // must not run at once, like any workspace.
 template <class Order>
 struct PersistentScheduler {
@@ -241,13 +275,9 @@ struct PersistentScheduler {
   // The `round`-th tile of this block's walk (round >= 1).
   static FLASHMMA_DEVICE int64_t next_tile(const Params& params, int64_t round) {
     if (params.tile_counter != nullptr) {
-      unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(params.tile_counter);
-      for (;;) {
-        const TicketStep step = ticket_step(old, params.epoch, params.counts.tiles());
-        const unsigned long long seen = atomicCAS(params.tile_counter, old, step.word);
-        if (seen == old) return gridDim.x + static_cast<int64_t>(step.ticket);
-        old = seen;
-      }
+      DeviceTicketWord word{params.tile_counter};
+      return gridDim.x +
+             static_cast<int64_t>(take_ticket(word, params.epoch, params.counts.tiles()));
     }
     const int64_t start = round * gridDim.x;
     return start + ((round & 1) != 0 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
@@ -267,25 +297,28 @@ inline uint32_t next_launch_epoch() {
 // The bytes of workspace a persistent walk's tile counter takes (one 64-bit word, in a unit of
 // the workspace's 256-byte alignment).
 constexpr std::size_t kTileCounterBytes = 256;
-// The longest key range (in key tiles) whose tiles walk persistently. A persistent block hides a
-// tile's start and end (Q and the first K/V loaded during the previous tile, O stored during
-// the next) behind its neighbours' products: on an H200 +8-13% where a tile walks 8 key tiles,
-// +2-7% at 16, 0-2% at 32, and no gain beyond (docs/tuning-log.md, step 47).
+// The longest key range (in key tiles) whose tiles walk persistently, without a mask and with
+// one. A persistent block hides a tile's start and end (Q and the first K/V loaded during the
+// previous tile, O stored during the next) behind its own products; on an H200 that gains
+// 4-14% where a tile walks 8-16 key tiles and 2-5% at 32 unmasked, and loses at 32 causal
+// (traits/sm90_default_configs.hpp; docs/tuning-log.md, step 47).
 constexpr int64_t kPersistentMaxKeyTiles = 32;
+constexpr int64_t kPersistentMaxMaskedKeyTiles = 16;
 
 // How many blocks walk a persistent kernel's tiles (SchedulerInputs::concurrent_blocks): the
-// `slots` the GPU runs at once where walking measured faster (more tiles than slots, at most
-// kPersistentMaxKeyTiles key tiles of `block_n` keys each, and a tile counter to balance the
-// blocks: a fixed snake lost up to 20% on long causal rows), else 0, one block per tile, the
-// one-tile kernel's grid. Beyond the grid's 2^31 - 1 blocks the tiles are walked whatever their
-// length, on the snake if the counter cannot count them.
-inline int64_t persistent_blocks(const SchedulerInputs& in, int64_t block_n, int64_t slots,
-                                 bool has_tile_counter) {
+// `slots` the GPU runs at once where walking measured faster (more tiles than slots, few key
+// tiles of `block_n` keys each, `masks`: the policy hides keys, and a tile counter to balance
+// the blocks: a fixed snake lost up to 20% on long causal rows), else 0, one block per tile.
+// Beyond the grid's 2^31 - 1 blocks the tiles are walked whatever their length, on the snake
+// if there is no counter.
+inline int64_t persistent_blocks(const SchedulerInputs& in, int64_t block_n, bool masks,
+                                 int64_t slots, bool has_tile_counter) {
   const int64_t tiles = TileCounts{in.m_blocks, in.heads, in.batch}.tiles();
   constexpr int64_t kMaxGrid = 2147483647;
   if (tiles > kMaxGrid) return slots;
   const int64_t key_tiles = (in.seqlen_k + block_n - 1) / block_n;
-  return has_tile_counter && tiles > slots && key_tiles <= kPersistentMaxKeyTiles ? slots : 0;
+  const int64_t limit = masks ? kPersistentMaxMaskedKeyTiles : kPersistentMaxKeyTiles;
+  return has_tile_counter && tiles > slots && key_tiles <= limit ? slots : 0;
 }
 
 // Split-KV (attention/split_kv.hpp): block x of the grid is split x % splits of query tile

@@ -29,10 +29,19 @@ constexpr bool has_sm90_default(int kernel_head_dim) {
 }
 
 // Sm90DefaultConfig<Element, HeadDim>::type is the Hopper default of a kernel head dim that has
-// one; kAvailable says whether it does.
+// one; kAvailable says whether it does. Where kWalks, `walking` is the same tile persistent
+// (Sm90TileConfig's Persistent): forward(params) runs it instead, without a mask or with the
+// causal one, on a call whose blocks walk the tiles (launch_plan.hpp's persistent_walk: a
+// workspace for the tile counter, more tiles than SMs, and few key tiles). Measured on an H200
+// (bf16, B * N = 16k, H * d = 2048, docs/tuning-log.md step 47), walking against one block per
+// tile, N = 1k / 2k / 4k: d = 128 1.087 / 1.045 / 1.019, causal 1.136 / 1.069 / 0.976 (so the
+// masked limit is 16 key tiles); d = 64 1.089 / 1.053 / 1.038, causal 1.104 / 1.074 / 1.046.
+// From 8k keys on, the persistent kernel run one block per tile is 1-4% slower than `type`
+// (its causal kernels spill a few registers), so `type` stays the one-tile default.
 template <class Element, int HeadDim, bool kHasDefault = has_sm90_default(HeadDim)>
 struct Sm90DefaultConfig {
   static constexpr bool kAvailable = false;
+  static constexpr bool kWalks = false;
 };
 
 template <class Element>
@@ -40,15 +49,16 @@ struct Sm90DefaultConfig<Element, 64, true> {
   static constexpr bool kAvailable = true;
   // Three consumer warpgroups of 160 registers: +9-19% over two at N >= 4k (the softmax, half of
   // d = 64's work per product, runs on three warpgroups), -5% at causal N = 1k.
-  // Persistent: step 47.
-  using type = Sm90TileConfig<Element, 64, /*BlockN=*/128, 2, /*ConsumerWarpgroups=*/3, 24, 160,
-                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/false,
-                              /*Persistent=*/true>;
+  using type = Sm90TileConfig<Element, 64, /*BlockN=*/128, 2, /*ConsumerWarpgroups=*/3, 24, 160>;
+  static constexpr bool kWalks = true;
+  using walking = Sm90TileConfig<Element, 64, 128, 2, 3, 24, 160, Sm90Schedule::kOverlapSoftmax,
+                                 /*PingPong=*/false, /*Persistent=*/true>;
 };
 
 template <class Element>
 struct Sm90DefaultConfig<Element, 96, true> {
   static constexpr bool kAvailable = true;
+  static constexpr bool kWalks = false;
   using type = Sm90TileConfig<Element, 96, /*BlockN=*/128, 2, 2, 24, 240,
                               Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true>;
 };
@@ -58,34 +68,39 @@ struct Sm90DefaultConfig<Element, 128, true> {
   static constexpr bool kAvailable = true;
   // Ping-pong: 0-2% over the plain overlapped schedule from 4k to 8k keys and 6% at 1k; 176 keys
   // per tile won at 16k unmasked (679 against 601) but lost at 1k and with the causal mask.
-  // Persistent (blocks walking tiles where a counter is given and keys are few): step 47.
   using type = Sm90TileConfig<Element, 128, /*BlockN=*/128, 2, 2, 24, 240,
-                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true,
-                              /*Persistent=*/true>;
+                              Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true>;
+  static constexpr bool kWalks = true;
+  using walking = Sm90TileConfig<Element, 128, 128, 2, 2, 24, 240, Sm90Schedule::kOverlapSoftmax,
+                                 /*PingPong=*/true, /*Persistent=*/true>;
 };
 
 // 112 keys: the largest tile whose two K/V stages fit 227 KiB beside a Q of 128 x 192.
 template <class Element>
 struct Sm90DefaultConfig<Element, 160, true> {
   static constexpr bool kAvailable = true;
+  static constexpr bool kWalks = false;
   using type = Sm90TileConfig<Element, 160, /*BlockN=*/112>;
 };
 
 template <class Element>
 struct Sm90DefaultConfig<Element, 192, true> {
   static constexpr bool kAvailable = true;
+  static constexpr bool kWalks = false;
   using type = Sm90TileConfig<Element, 192, /*BlockN=*/112>;
 };
 
 template <class Element>
 struct Sm90DefaultConfig<Element, 224, true> {
   static constexpr bool kAvailable = true;
+  static constexpr bool kWalks = false;
   using type = Sm90TileConfig<Element, 224, /*BlockN=*/80>;
 };
 
 template <class Element>
 struct Sm90DefaultConfig<Element, 256, true> {
   static constexpr bool kAvailable = true;
+  static constexpr bool kWalks = false;
   using type = Sm90TileConfig<Element, 256, /*BlockN=*/80>;
 };
 
