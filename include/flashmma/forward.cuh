@@ -375,6 +375,29 @@ template <class Config, class Policy>
   return detail::launch_dropout_forward<Config>(params, policy, device, stream);
 }
 
+namespace detail {
+
+// The Hopper default's walking twin (Sm90DefaultConfig's `walking`) on a call whose blocks walk
+// (walks_sm90_default: no mask or the causal one), dense or of variable lengths.
+template <class Element, int HeadDim, class Policy>
+Status launch_walking_twin(const ForwardParams& params, const Policy& policy,
+                           const DeviceInfo& device, cudaStream_t stream) {
+  using Hopper = Sm90DefaultConfig<Element, HeadDim>;
+  if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
+                                   std::is_same_v<Policy, CausalMask>)) {
+    if (has_variable_lengths(params)) {
+      return launch_dense_kernel<typename Hopper::walking, Policy, NoDropout,
+                                 /*kVariableLengths=*/true>(params, policy, device, stream);
+    }
+    return launch_dense_kernel<typename Hopper::walking>(params, policy, device, stream);
+  } else {  // never: walks_sm90_default is false for these
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "flashmma: no walking twin for this head dim and policy");
+  }
+}
+
+}  // namespace detail
+
 // Runs the default of one kernel head dim with the built-in policy params ask for, on one of
 // three kernels (launch_plan.hpp's default_route): the split kernel of SplitKernelConfig for
 // paged caches, appends, decoding-sized calls, calls it splits and variable lengths that the
@@ -442,19 +465,9 @@ template <class Element, int HeadDim>
       }
       return detail::launch_split_kernel<Split>(params, policy, device, plan, stream);
     }
-    if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
-                                     std::is_same_v<Policy, CausalMask>)) {
-      // The persistent twin, where its blocks walk the tiles (walks_sm90_default).
-      if (route == detail::DefaultRoute::kHopper &&
-          detail::walks_sm90_default<Element, HeadDim, Policy>(params, device)) {
-        if (has_variable_lengths(params)) {
-          return detail::launch_dense_kernel<typename Hopper::walking, Policy, NoDropout,
-                                             /*kVariableLengths=*/true>(params, policy, device,
-                                                                        stream);
-        }
-        return detail::launch_dense_kernel<typename Hopper::walking>(params, policy, device,
-                                                                     stream);
-      }
+    if (route == detail::DefaultRoute::kHopper &&
+        detail::walks_sm90_default<Element, HeadDim, Policy>(params, device)) {
+      return detail::launch_walking_twin<Element, HeadDim>(params, policy, device, stream);
     }
     if constexpr (Hopper::kAvailable) {
       if (route == detail::DefaultRoute::kHopper && has_variable_lengths(params)) {

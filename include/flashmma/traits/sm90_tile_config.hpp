@@ -5,7 +5,8 @@
 //   flashmma::forward<MyConfig>(params, stream);
 //
 // (optional after BlockN: Stages = 2, ConsumerWarpgroups = 2, ProducerRegisters = 24,
-//  ConsumerRegisters = 240, Schedule = Sm90Schedule::kOverlapSoftmax, PingPong = false)
+//  ConsumerRegisters = 240, Schedule = Sm90Schedule::kOverlapSoftmax, PingPong = false,
+//  Persistent = false)
 //
 // A block is one producer warpgroup and ConsumerWarpgroups consumer warpgroups. The producer
 // (one elected thread) loads the Q tile once and streams K and V tiles of BlockN keys through a
@@ -27,6 +28,12 @@
 // PingPong (two consumer warpgroups only): the warpgroups take turns issuing their products,
 // through two named barriers, so that one's softmax runs while the other's products run instead
 // of both contending for the tensor cores and then both idling them.
+//
+// Persistent: the kernel loops over work tiles (attention/scheduler.hpp's PersistentScheduler).
+// Given a tile counter (params.workspace) and few key tiles, a block per SM walks the tiles,
+// its producer loading the next tile's first K/V and Q while the consumers finish the current
+// one, whose O is stored from a staging tile of its own during the next; otherwise one block per
+// tile (launch_plan.hpp's persistent_walk).
 #pragma once
 
 #include <cstddef>
