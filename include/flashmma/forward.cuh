@@ -403,7 +403,8 @@ Status launch_walking_twin(const ForwardParams& params, const Policy& policy,
 // paged caches, appends, decoding-sized calls, calls it splits and variable lengths that the
 // Hopper default does not take (variable_length_prefill: prefill-sized packed or ragged
 // sequences run there on a compute capability 9.0 GPU); else the Hopper default
-// (traits/sm90_default_configs.hpp) where runs_sm90_default says so; else the portable one
+// (traits/sm90_default_configs.hpp) where runs_sm90_default says so (its persistent twin where
+// walks_sm90_default says the blocks walk); else the portable one
 // (traits/default_configs.hpp): the general config when the policy masks nothing, the causal one
 // when it does, the compact one on a GPU whose per-block shared memory cannot hold those. A
 // translation unit that calls it compiles one kernel per BuiltinPolicy and config it may run
@@ -529,9 +530,10 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types with every built-in policy it runs on (132 portable kernels and 136 Hopper ones,
+// element types with every built-in policy it runs on (132 portable kernels and 152 Hopper ones,
 // the latter empty outside an sm_90a pass, with their split-KV and dropout twins; 28 of the
-// Hopper ones run packed prefill, launch_plan.hpp's variable_length_prefill); call
+// Hopper ones run packed prefill, launch_plan.hpp's variable_length_prefill, and 16 are the
+// d = 64 and 128 defaults' walking twins, Sm90DefaultConfig's `walking`); call
 // forward<Config> to compile just one config (six kernels, eight on Hopper), or link
 // flashmma::kernels to compile none. It is a template only so that merely including this header
 // instantiates nothing.
