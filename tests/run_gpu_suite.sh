@@ -19,6 +19,8 @@
 #   backward     compute-sanitizer memcheck, racecheck and synccheck on the backward kernels
 #                (dQ's atomics; the Hopper kernel's dS^T and P^T through shared memory) with
 #                windows, softcap and ALiBi, portable and Hopper
+#   persistent   compute-sanitizer memcheck, racecheck and synccheck on the persistent Hopper
+#                kernels walking their tiles (test_forward_sm90's small walks)
 #   no_arch      examples/basic_forward.cu built by plain `nvcc` without -arch (compute_75 only
 #                under CUDA 13): it must be refused with kUnsupportedDevice, never run
 # ONLY_POLICIES=1 builds only test_forward_policies and runs only its sanitizer step.
@@ -141,6 +143,18 @@ sanitize_backward() {
   return $status
 }
 
+# The persistent Hopper kernels walking their tiles (the Q-empty barrier, O's staging tile, the
+# tile slot the producer fills) under the three tools.
+sanitize_persistent() {
+  local status=0 tool
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_forward_sm90" \
+      "persistent walk: small shapes*" > "$WORK_DIR/san.out" 2>&1 || status=1
+    tail -n 4 "$WORK_DIR/san.out"
+  done
+  return $status
+}
+
 # The build mistake of a user who forgets -arch: it must compile, and be refused at run time.
 no_arch() {
   nvcc -std=c++17 -I"$REPO/include" "$REPO/examples/basic_forward.cu" -o "$WORK_DIR/no_arch" &&
@@ -160,6 +174,7 @@ fi
 step policies sanitize_policies
 [ -z "${ONLY_POLICIES:-}" ] && step variants sanitize_variants
 [ -z "${ONLY_POLICIES:-}" ] && step backward sanitize_backward
+[ -z "${ONLY_POLICIES:-}" ] && step persistent sanitize_persistent
 step no_arch no_arch
 
 finish_run

@@ -123,6 +123,45 @@ TEST_CASE("the sm_90a kernel refuses strides TMA cannot describe, and writes not
   CHECK(status.message().find("positive strides") != std::string::npos);
 }
 
+namespace {
+
+// One walked call against the same config run one block per tile: O and the LSE bit for bit.
+template <class Config>
+void check_walk_matches_one_per_tile(const AttentionCase& c, DeviceBuffer<unsigned char>& workspace) {
+  using Element = typename Config::element_type;
+  INFO("case: " << c.describe());
+  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
+  REQUIRE(flashmma::test::forward_case_policy<Config>(t.params).ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<Element> one_per_tile = t.o.to_host();
+  const std::vector<float> one_per_tile_lse = t.lse.to_host();
+  flashmma::ForwardParams p = t.params;
+  p.workspace = workspace.get();
+  p.workspace_bytes = workspace.bytes();
+  flashmma::test::poison(t.o);
+  flashmma::test::poison(t.lse);
+  REQUIRE(flashmma::test::forward_case_policy<Config>(p).ok());
+  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(same_bits(t.o.to_host(), one_per_tile));
+  CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
+}
+
+}  // namespace
+
+// The smallest walks (a few tiles past the SMs' 132, a partial query tile, GQA), for the
+// sanitizers (tests/run_gpu_suite.sh's persistent step): the Q and O barriers, the tile slot.
+TEMPLATE_LIST_TEST_CASE("persistent walk: small shapes", "[gpu][forward][sm90][persistent]",
+                        PersistentConfigs) {
+  using flashmma::test::Layout;
+  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::kTileCounterBytes));
+  flashmma::test::poison(workspace);
+  for (const bool causal : {false, true}) {
+    check_walk_matches_one_per_tile<TestType>(
+        flashmma::test::make_case(3, 1000, 700, 8, 2, TestType::kHeadDim, causal, Layout::kBSHD),
+        workspace);
+  }
+}
+
 // Without a workspace a persistent config runs one block per tile (the case matrix above checks
 // it against the reference); with one, its blocks walk the tiles, taking each next one from the
 // counter in the workspace: the same bits, whatever the counter held before, call after call,
