@@ -385,6 +385,18 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && !Contains("walking"));
+    // Variable lengths keep one block per tile.
+    p.mask = MaskKind::kNone;
+    p.seqlen_k = 1024;
+    p.total_q = p.total_k = 4 * 1024;
+    p.q_strides = p.o_strides = flashmma::bshd_strides(p.total_q, 4, 128);
+    p.k_strides = p.v_strides = flashmma::bshd_strides(p.total_k, 4, 128);
+    p.q_strides.batch = p.k_strides.batch = p.v_strides.batch = p.o_strides.batch = 0;
+    p.seqlen_q = 1024;
+    p.cu_seqlens_q = reinterpret_cast<const int32_t*>(0x70000);
+    p.cu_seqlens_k = reinterpret_cast<const int32_t*>(0x71000);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("VariableLengths>") && !Contains("walking"));
     // d = 64 walks too (192-row tiles); d = 256 has no walking twin.
     p = described_call(64);
     p.batch = 4;

@@ -30,8 +30,8 @@ constexpr bool has_sm90_default(int kernel_head_dim) {
 
 // Sm90DefaultConfig<Element, HeadDim>::type is the Hopper default of a kernel head dim that has
 // one; kAvailable says whether it does. Where kWalks, `walking` is the same tile persistent
-// (Sm90TileConfig's Persistent): forward(params) runs it instead, without a mask or with the
-// causal one, on a call whose blocks walk the tiles (launch_plan.hpp's persistent_walk: a
+// (Sm90TileConfig's Persistent): forward(params) runs it instead, on a dense batch without a
+// mask or with the causal one, on a call whose blocks walk the tiles (launch_plan.hpp's persistent_walk: a
 // workspace for the tile counter, more tiles than SMs, and few key tiles). Measured on an H200
 // (bf16, B * N = 16k, H * d = 2048, docs/tuning-log.md step 47), walking against one block per
 // tile, N = 1k / 2k / 4k: d = 128 1.087 / 1.045 / 1.019, causal 1.136 / 1.069 / 0.976 (so the
