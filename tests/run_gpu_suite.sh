@@ -128,31 +128,30 @@ sanitize_variants() {
   return $status
 }
 
+# Runs the three tools on one test binary's cases that match a Catch2 filter.
+sanitize_three_tools() {  # binary filter
+  local status=0 tool
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$1" "$2" > "$WORK_DIR/san.out" 2>&1 ||
+      status=1
+    tail -n 4 "$WORK_DIR/san.out"
+  done
+  return $status
+}
+
 # The backward kernels with the policy that skips and masks the most (a window, softcap, ALiBi)
 # under the three tools: the portable kernel and the Hopper one (its three head-dim tiles).
 sanitize_backward() {
-  local status=0 tool
-  for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_backward" \
-      "backward: windows*" > "$WORK_DIR/san.out" 2>&1 || status=1
-    tail -n 4 "$WORK_DIR/san.out"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_backward_sm90" \
-      "sm90 backward: windows*" > "$WORK_DIR/san.out" 2>&1 || status=1
-    tail -n 4 "$WORK_DIR/san.out"
-  done
+  local status=0
+  sanitize_three_tools "$BUILD/tests/test_backward" "backward: windows*" || status=1
+  sanitize_three_tools "$BUILD/tests/test_backward_sm90" "sm90 backward: windows*" || status=1
   return $status
 }
 
 # The persistent Hopper kernels walking their tiles (the Q-empty barrier, O's staging tile, the
 # tile slot the producer fills) under the three tools.
 sanitize_persistent() {
-  local status=0 tool
-  for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/test_forward_sm90" \
-      "persistent walk: small shapes*" > "$WORK_DIR/san.out" 2>&1 || status=1
-    tail -n 4 "$WORK_DIR/san.out"
-  done
-  return $status
+  sanitize_three_tools "$BUILD/tests/test_forward_sm90" "persistent walk: small shapes*"
 }
 
 # The build mistake of a user who forgets -arch: it must compile, and be refused at run time.

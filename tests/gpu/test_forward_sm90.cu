@@ -125,26 +125,70 @@ TEST_CASE("the sm_90a kernel refuses strides TMA cannot describe, and writes not
 
 namespace {
 
-// One walked call against the same config run one block per tile: O and the LSE bit for bit.
+// A case run by a persistent config one block per tile (no workspace: the bits every walk must
+// give), and the same params with a workspace holding the tile counter, whose blocks walk.
 template <class Config>
-void check_walk_matches_one_per_tile(const AttentionCase& c, DeviceBuffer<unsigned char>& workspace) {
+struct WalkCheck {
   using Element = typename Config::element_type;
-  INFO("case: " << c.describe());
-  flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
-  REQUIRE(flashmma::test::forward_case_policy<Config>(t.params).ok());
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<Element> one_per_tile = t.o.to_host();
-  const std::vector<float> one_per_tile_lse = t.lse.to_host();
-  flashmma::ForwardParams p = t.params;
-  p.workspace = workspace.get();
-  p.workspace_bytes = workspace.bytes();
-  flashmma::test::poison(t.o);
-  flashmma::test::poison(t.lse);
-  REQUIRE(flashmma::test::forward_case_policy<Config>(p).ok());
-  FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-  CHECK(same_bits(t.o.to_host(), one_per_tile));
-  CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
-}
+  flashmma::test::CaseTensors<Element> t;
+  std::vector<Element> one_per_tile;
+  std::vector<float> one_per_tile_lse;
+  flashmma::ForwardParams walked;
+
+  WalkCheck(const AttentionCase& c, DeviceBuffer<unsigned char>& workspace)
+      : t(flashmma::test::make_case_tensors<Element>(c)) {
+    REQUIRE(flashmma::test::forward_case_policy<Config>(t.params).ok());
+    FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+    one_per_tile = t.o.to_host();
+    one_per_tile_lse = t.lse.to_host();
+    walked = t.params;
+    walked.workspace = workspace.get();
+    walked.workspace_bytes = workspace.bytes();
+  }
+  void poison_outputs() {
+    flashmma::test::poison(t.o);
+    flashmma::test::poison(t.lse);
+    FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());  // before a launch on another stream, too
+  }
+  void check_outputs() {
+    CHECK(same_bits(t.o.to_host(), one_per_tile));
+    CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
+  }
+  // A walked call through forward<Config>, checked.
+  void check_call() {
+    poison_outputs();
+    REQUIRE(flashmma::test::forward_case_policy<Config>(walked).ok());
+    FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+    check_outputs();
+  }
+  // The walked call captured in a CUDA graph once, replayed `replays` times, each checked.
+  void check_graph_replays(int replays) {
+    cudaStream_t stream;
+    FLASHMMA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    FLASHMMA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    flashmma::ForwardParams p = walked;
+    p.mask = flashmma::MaskKind::kNone;  // the policy carries it
+    const flashmma::Status captured =
+        walked.mask == flashmma::MaskKind::kCausal
+            ? flashmma::forward<Config>(p, flashmma::CausalMask{}, stream)
+            : flashmma::forward<Config>(p, flashmma::FullAttention{}, stream);
+    FLASHMMA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    REQUIRE(captured.ok());
+    cudaGraphExec_t exec;
+    FLASHMMA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < replays; ++replay) {
+      INFO("replay " << replay);
+      poison_outputs();
+      FLASHMMA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      FLASHMMA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      check_outputs();
+    }
+    FLASHMMA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    FLASHMMA_CUDA_CHECK(cudaGraphDestroy(graph));
+    FLASHMMA_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+};
 
 }  // namespace
 
@@ -156,9 +200,10 @@ TEMPLATE_LIST_TEST_CASE("persistent walk: small shapes", "[gpu][forward][sm90][p
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::kTileCounterBytes));
   flashmma::test::poison(workspace);
   for (const bool causal : {false, true}) {
-    check_walk_matches_one_per_tile<TestType>(
-        flashmma::test::make_case(3, 1000, 700, 8, 2, TestType::kHeadDim, causal, Layout::kBSHD),
-        workspace);
+    const AttentionCase c =
+        flashmma::test::make_case(3, 1000, 700, 8, 2, TestType::kHeadDim, causal, Layout::kBSHD);
+    INFO("case: " << c.describe());
+    WalkCheck<TestType>(c, workspace).check_call();
   }
 }
 
@@ -170,65 +215,24 @@ TEMPLATE_LIST_TEST_CASE("persistent walk: small shapes", "[gpu][forward][sm90][p
 // without; the last two at exactly those).
 TEMPLATE_LIST_TEST_CASE("a persistent config's blocks walk the tiles with the same results",
                         "[gpu][forward][sm90][persistent]", PersistentConfigs) {
-  using Config = TestType;
-  using Element = typename Config::element_type;
-  static_assert(Config::kPersistent, "");
+  static_assert(TestType::kPersistent, "");
   using flashmma::test::Layout;
+  constexpr int64_t d = TestType::kHeadDim;
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::kTileCounterBytes));
   flashmma::test::poison(workspace);  // needs no initialization
   const int64_t key_limit = 128 * flashmma::kPersistentMaxKeyTiles;  // BlockN 128
+  const int64_t masked_key_limit = 128 * flashmma::kPersistentMaxMaskedKeyTiles;
   for (const AttentionCase& c :
-       {flashmma::test::make_case(3, 1000, 1000, 12, 4, Config::kHeadDim, true, Layout::kBSHD),
-        flashmma::test::make_case(2, 1536, 700, 16, 16, Config::kHeadDim, false, Layout::kBHSD),
-        flashmma::test::make_case(4, 333, 128 * flashmma::kPersistentMaxMaskedKeyTiles, 24, 3,
-                                  Config::kHeadDim, true, Layout::kBSHD),
-        flashmma::test::make_case(1, 1100, key_limit, 40, 8, Config::kHeadDim, false,
-                                  Layout::kBSHD)}) {
+       {flashmma::test::make_case(3, 1000, 1000, 12, 4, d, true, Layout::kBSHD),
+        flashmma::test::make_case(2, 1536, 700, 16, 16, d, false, Layout::kBHSD),
+        flashmma::test::make_case(4, 333, masked_key_limit, 24, 3, d, true, Layout::kBSHD),
+        flashmma::test::make_case(1, 1100, key_limit, 40, 8, d, false, Layout::kBSHD)}) {
     INFO("case: " << c.describe());
-    flashmma::test::CaseTensors<Element> t = flashmma::test::make_case_tensors<Element>(c);
-    REQUIRE(flashmma::test::forward_case_policy<Config>(t.params).ok());
-    FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<Element> one_per_tile = t.o.to_host();
-    const std::vector<float> one_per_tile_lse = t.lse.to_host();
-
-    flashmma::ForwardParams p = t.params;
-    p.workspace = workspace.get();
-    p.workspace_bytes = workspace.bytes();
+    WalkCheck<TestType> check(c, workspace);
     for (int call = 0; call < 3; ++call) {
       INFO("call " << call);
-      flashmma::test::poison(t.o);
-      flashmma::test::poison(t.lse);
-      REQUIRE(flashmma::test::forward_case_policy<Config>(p).ok());
-      FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
-      CHECK(same_bits(t.o.to_host(), one_per_tile));
-      CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
+      check.check_call();
     }
-
-    cudaStream_t stream;
-    FLASHMMA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    FLASHMMA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    flashmma::ForwardParams unmasked = p;
-    unmasked.mask = flashmma::MaskKind::kNone;
-    const flashmma::Status captured =
-        c.causal ? flashmma::forward<Config>(unmasked, flashmma::CausalMask{}, stream)
-                 : flashmma::forward<Config>(unmasked, flashmma::FullAttention{}, stream);
-    FLASHMMA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    REQUIRE(captured.ok());
-    cudaGraphExec_t exec;
-    FLASHMMA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int replay = 0; replay < 2; ++replay) {
-      INFO("replay " << replay);
-      flashmma::test::poison(t.o);
-      flashmma::test::poison(t.lse);
-      FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());  // the poison lands before the replay
-      FLASHMMA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      FLASHMMA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      CHECK(same_bits(t.o.to_host(), one_per_tile));
-      CHECK(same_bits(t.lse.to_host(), one_per_tile_lse));
-    }
-    FLASHMMA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    FLASHMMA_CUDA_CHECK(cudaGraphDestroy(graph));
-    FLASHMMA_CUDA_CHECK(cudaStreamDestroy(stream));
+    check.check_graph_replays(2);
   }
 }
