@@ -127,6 +127,14 @@ std::atomic<int>& remembered_mode(int device) {
   return modes[device];
 }
 
+// prepare_launch, and what it found remembered for the device (where there is a slot for it).
+template <class Kernel>
+Status prepare_and_remember(std::atomic<int>* remembered, LaunchMode& mode) {
+  if (Status s = prepare_launch<Kernel>(mode); !s) return s;
+  if (remembered != nullptr) remembered->store(static_cast<int>(mode), std::memory_order_release);
+  return Status::success();
+}
+
 template <class Kernel>
 cudaError_t launch_in_mode(LaunchMode mode, const typename Kernel::Params& params,
                            const GridShape& grid, cudaStream_t stream) {
@@ -155,8 +163,7 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
                         : LaunchMode::kUnchecked;
   const bool was_remembered = mode != LaunchMode::kUnchecked;
   if (!was_remembered) {
-    if (Status s = prepare_launch<Kernel>(mode); !s) return s;
-    if (remembered != nullptr) remembered->store(static_cast<int>(mode), std::memory_order_release);
+    if (Status s = prepare_and_remember<Kernel>(remembered, mode); !s) return s;
   }
   cudaError_t error = launch_in_mode<Kernel>(mode, params, grid, stream);
   if (error != cudaSuccess && was_remembered) {
@@ -164,8 +171,7 @@ Status launch_kernel(const typename Kernel::Params& params, const GridShape& gri
     // limit: check and raise it again, once.
     cudaGetLastError();
     remembered->store(static_cast<int>(LaunchMode::kUnchecked), std::memory_order_release);
-    if (Status s = prepare_launch<Kernel>(mode); !s) return s;
-    remembered->store(static_cast<int>(mode), std::memory_order_release);
+    if (Status s = prepare_and_remember<Kernel>(remembered, mode); !s) return s;
     error = launch_in_mode<Kernel>(mode, params, grid, stream);
   }
   if (error != cudaSuccess) cudaGetLastError();  // reported here, not at the next check

@@ -518,14 +518,17 @@ struct BackwardKernel {
         // when it passes.
         dq_stage.store(dq[0], dq_first_row + warp * wg::kWgmmaRowsPerWarp, dq_first_column, lane);
         wg::fence_proxy_async_shared();
-        if (args.deterministic) {
-          turn.wait(params.policy, lengths, block.n_block, first_query / kBlockM, kBlockN,
-                    kBlockM);
-          if (adds_dq_row) wg::fence_proxy_async_global();  // the acquire, before the sums
-        } else {
-          wg::named_barrier_sync(static_cast<uint32_t>(Barrier::kDqStaged) + consumer,
-                                 Config::kWarpgroupThreads);
-        }
+      }
+      if (args.deterministic) {
+        turn.wait(params.policy, lengths, block.n_block, first_query / kBlockM, kBlockN, kBlockM);
+        // The acquire, before the bulk sums (adds_dq_row: staged only; the direct sums below
+        // are generic-proxy adds).
+        if (adds_dq_row) wg::fence_proxy_async_global();
+      } else if (Config::kStagesDq) {
+        wg::named_barrier_sync(static_cast<uint32_t>(Barrier::kDqStaged) + consumer,
+                               Config::kWarpgroupThreads);
+      }
+      if constexpr (Config::kStagesDq) {
         if (adds_dq_row) {
           const int tile_row = dq_first_row + thread;
           if (first_query + tile_row < lengths.seqlen_q) {
@@ -539,10 +542,6 @@ struct BackwardKernel {
           }
         }
       } else {
-        if (args.deterministic) {
-          turn.wait(params.policy, lengths, block.n_block, first_query / kBlockM, kBlockN,
-                    kBlockM);
-        }
         add_dq_rows(args.dq_accum + row * head_dim, dq[0],
                     first_query + dq_first_row + warp * wg::kWgmmaRowsPerWarp, dq_first_column,
                     lengths.seqlen_q, head_dim, lane);
