@@ -158,8 +158,8 @@ struct ForwardKernel {
     FLASHMMA_DEVICE uint64_t* v_empty(int slot) const {
       return barrier(1 + 3 * Config::kStages + slot);
     }
-    // Persistent: Q's slot free again (every consumer is done with the tile's Q K^T), and the
-    // staging tile of O (Q's rows otherwise).
+    // Persistent: Q's slot free again (every consumer warp is done with the tile's Q K^T and
+    // has read its tile slot), and the staging tile of O (Q's rows otherwise).
     FLASHMMA_DEVICE uint64_t* q_empty() const { return barrier(1 + 4 * Config::kStages); }
     // Persistent: the linear index of the tile whose Q the producer loads (-1: no more), written
     // before its q_full arrival, read by the consumers after their wait.
@@ -175,6 +175,8 @@ struct ForwardKernel {
   // behind kEpilogue + c, and with ping-pong waits for its turn at kTurn + c.
   enum class Barrier : uint32_t { kEpilogue = 1, kTurn = 1 + 3 };
   static constexpr uint32_t kTwoWarpgroups = 2 * ptx::sm90::kWarpgroupThreads;
+  static constexpr int kConsumerWarps =
+      Config::kConsumerWarpgroups * ptx::sm90::kWarpgroupThreads / 32;
 
   // The slot and round of the j-th visited K/V tile (counted across a persistent block's tiles).
   static FLASHMMA_DEVICE int slot_of(int j) { return j % Config::kStages; }
@@ -210,7 +212,7 @@ struct ForwardKernel {
     if (threadIdx.x == 0) {
       ptx::sm90::mbarrier_init(smem.q_full(), 1);
       if constexpr (Config::kPersistent) {
-        ptx::sm90::mbarrier_init(smem.q_empty(), Config::kConsumerWarpgroups);
+        ptx::sm90::mbarrier_init(smem.q_empty(), kConsumerWarps);
       }
 #pragma unroll
       for (int slot = 0; slot < Config::kStages; ++slot) {
@@ -409,8 +411,12 @@ struct ForwardKernel {
     }
     // Visits [first, last) that this warpgroup's rows do not need: each slot is released once
     // loaded. The wait keeps the arrival in its round: an arrival before the slot's previous
-    // round has completed would count towards that round.
+    // round has completed would count towards that round. Only the releasing thread waits: no
+    // other reads these tiles, and a warp that waited here could fall rounds behind the slots
+    // (nothing else holds a warpgroup's warps together where it issues no wgmma) and then wait
+    // for a phase that has passed.
     FLASHMMA_DEVICE void pass(int first, int last) const {
+      if (thread != 0) return;
       for (int j = first; j < last; ++j) {
         wait_k(j);
         release_k(j);
@@ -595,9 +601,14 @@ struct ForwardKernel {
     }
     c.pass(c.end, key_tiles.count);
     if constexpr (Config::kPersistent) {
-      // Every product that read this warpgroup's Q rows has completed: the producer may load
-      // the next tile's Q once all warpgroups say so.
-      if (thread == 0) ptx::sm90::mbarrier_arrive(smem.q_empty());
+      // Every product that read this warp's Q rows has completed: the producer may load the
+      // next tile's Q, and write its tile slot, once every consumer warp says so. One arrival
+      // per warp, not per warpgroup: a warpgroup whose rows are all past the sequence's end
+      // issues no wgmma, so nothing holds its warps together, and its first warp could report
+      // the tile done while another had not yet read the tile slot (which the producer then
+      // overwrites: that warp would walk another tile's key range and the ring would hang).
+      __syncwarp();
+      if (thread % 32 == 0) ptx::sm90::mbarrier_arrive(smem.q_empty());
     }
 
     float lse[1][kRowsPerThread];
