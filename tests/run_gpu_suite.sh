@@ -20,7 +20,8 @@
 #                (dQ's atomics; the Hopper kernel's dS^T and P^T through shared memory) with
 #                windows, softcap and ALiBi, portable and Hopper
 #   persistent   compute-sanitizer memcheck, racecheck and synccheck on the persistent Hopper
-#                kernels walking their tiles (test_forward_sm90's small walks)
+#                kernels walking their tiles (test_forward_sm90's small walks, test_forward_varlen's
+#                packed prefill at d = 128)
 #   no_arch      examples/basic_forward.cu built by plain `nvcc` without -arch (compute_75 only
 #                under CUDA 13): it must be refused with kUnsupportedDevice, never run
 # ONLY_POLICIES=1 builds only test_forward_policies and runs only its sanitizer step.
@@ -128,11 +129,12 @@ sanitize_variants() {
   return $status
 }
 
-# Runs the three tools on one test binary's cases that match a Catch2 filter.
-sanitize_three_tools() {  # binary filter
+# Runs the three tools on one test binary's cases that match a Catch2 filter (further Catch2
+# arguments, e.g. -c SECTION, after it).
+sanitize_three_tools() {  # binary filter [catch2 arguments...]
   local status=0 tool
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$1" "$2" > "$WORK_DIR/san.out" 2>&1 ||
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$@" > "$WORK_DIR/san.out" 2>&1 ||
       status=1
     tail -n 4 "$WORK_DIR/san.out"
   done
@@ -149,9 +151,15 @@ sanitize_backward() {
 }
 
 # The persistent Hopper kernels walking their tiles (the Q-empty barrier, O's staging tile, the
-# tile slot the producer fills) under the three tools.
+# tile slot the producer fills) under the three tools: dense, and packed sequences (tiles past
+# their sequence passed over, O rows stored up to a sequence's end).
 sanitize_persistent() {
-  sanitize_three_tools "$BUILD/tests/test_forward_sm90" "persistent walk: small shapes*"
+  local status=0
+  sanitize_three_tools "$BUILD/tests/test_forward_sm90" "persistent walk: small shapes*" ||
+    status=1
+  sanitize_three_tools "$BUILD/tests/test_forward_varlen" \
+    "forward(params) runs packed prefill on the Hopper kernel" -c "bf16, head dim 128" || status=1
+  return $status
 }
 
 # The build mistake of a user who forgets -arch: it must compile, and be refused at run time.

@@ -378,13 +378,18 @@ template <class Config, class Policy>
 namespace detail {
 
 // The Hopper default's walking twin (Sm90DefaultConfig's `walking`) on a call whose blocks walk
-// (walks_sm90_default: a dense batch, no mask or the causal one).
+// (walks_sm90_default: no mask or the causal one; dense, or packed and ragged sequences on the
+// twin's kernel for variable lengths).
 template <class Element, int HeadDim, class Policy>
 Status launch_walking_twin(const ForwardParams& params, const Policy& policy,
                            const DeviceInfo& device, cudaStream_t stream) {
   using Hopper = Sm90DefaultConfig<Element, HeadDim>;
   if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
                                    std::is_same_v<Policy, CausalMask>)) {
+    if (has_variable_lengths(params)) {
+      return launch_dense_kernel<typename Hopper::walking, Policy, NoDropout,
+                                 /*kVariableLengths=*/true>(params, policy, device, stream);
+    }
     return launch_dense_kernel<typename Hopper::walking>(params, policy, device, stream);
   } else {  // never: walks_sm90_default is false for these
     return Status::error(ErrorCode::kInvalidArgument,
@@ -526,10 +531,10 @@ Status forward_default(const ForwardParams& params, cudaStream_t stream) {
 }  // namespace detail
 
 // Default dispatch. A translation unit that calls it compiles every default config of both
-// element types with every built-in policy it runs on (132 portable kernels and 144 Hopper ones,
+// element types with every built-in policy it runs on (132 portable kernels and 152 Hopper ones,
 // the latter empty outside an sm_90a pass, with their split-KV and dropout twins; 28 of the
-// Hopper ones run packed prefill, launch_plan.hpp's variable_length_prefill, and 8 are the
-// d = 64 and 128 defaults' walking twins, Sm90DefaultConfig's `walking`); call
+// Hopper ones run packed prefill, launch_plan.hpp's variable_length_prefill, and 16 are the
+// d = 64 and 128 defaults' walking twins, Sm90DefaultConfig's `walking`, dense and packed); call
 // forward<Config> to compile just one config (six kernels, eight on Hopper), or link
 // flashmma::kernels to compile none. It is a template only so that merely including this header
 // instantiates nothing.

@@ -108,16 +108,16 @@ std::size_t tile_counter_bytes(const ForwardParams& p, const DeviceInfo& device)
 }
 
 // Whether forward(params) runs the Hopper default's walking twin (Sm90DefaultConfig's kWalks)
-// for a call it runs on the Hopper default with `Policy`: a dense batch without a mask or with
-// the causal one, where the call's blocks would walk. (Variable lengths keep one block per tile:
-// the persistent kernel's variable-length walk, a tile past a sequence's queries skipped by
-// producer and consumers alike, has not yet been run on a GPU.)
+// for a call it runs on the Hopper default with `Policy`: no mask or the causal one, no dropout,
+// where the call's blocks would walk. Packed and ragged batches walk too: their tiles are counted
+// to the longest sequence, and a tile past its sequence's queries is skipped by producer and
+// consumers alike.
 template <class Element, int HeadDim, class Policy>
 bool walks_sm90_default(const ForwardParams& p, const DeviceInfo& device) {
   using Hopper = Sm90DefaultConfig<Element, HeadDim>;
   if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
                                    std::is_same_v<Policy, CausalMask>)) {
-    return !uses_dropout(p) && !has_variable_lengths(p) &&
+    return !uses_dropout(p) &&
            persistent_walk<typename Hopper::walking>(p, device, Policy::kMasks).blocks > 0;
   } else {
     return false;
@@ -431,9 +431,9 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //   "sm90::ForwardKernel<Sm90TileConfig<...>, CausalMask, HeaviestFirstScheduler,
 //    VariableLengths>" (packed or ragged prefill on a compute capability 9.0 GPU)
 //   "sm90::ForwardKernel<Sm90TileConfig<..., persistent, sm_90a>, FullAttention,
-//    PlainScheduler> on 132 blocks walking its tiles" (the Hopper default's walking twin, dense
-//    batches without a mask or with the causal one: params.workspace holds the tile counter,
-//    and the keys are few; walks_sm90_default)
+//    PlainScheduler> on 132 blocks walking its tiles" (the Hopper default's walking twin,
+//    without a mask or with the causal one, dense or with ", VariableLengths": params.workspace
+//    holds the tile counter, and the keys are few; walks_sm90_default)
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -465,8 +465,10 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                   using Walking = typename Sm90DefaultConfig<Element, kHeadDim>::walking;
                   const detail::PersistentWalk walk =
                       detail::persistent_walk<Walking>(params, device, Policy::kMasks);
-                  return detail::forward_kernel_name<Walking>(policy_name,
-                                                              SchedulerFor<Policy>::kName) +
+                  const std::string scheduler =
+                      std::string(SchedulerFor<Policy>::kName) +
+                      (has_variable_lengths(params) ? ", VariableLengths" : "");
+                  return detail::forward_kernel_name<Walking>(policy_name, scheduler.c_str()) +
                          " on " + std::to_string(walk.blocks) + " blocks walking its tiles";
                 }
               }

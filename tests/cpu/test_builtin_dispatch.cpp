@@ -385,18 +385,27 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && !Contains("walking"));
-    // Variable lengths keep one block per tile.
+    // Variable lengths walk on the twin's kernel for them (its tiles counted to the longest
+    // sequence: 16 x 4 heads x 4 sequences).
     p.mask = MaskKind::kNone;
-    p.seqlen_k = 1024;
-    p.total_q = p.total_k = 4 * 1024;
+    p.seqlen_k = 2048;
+    p.total_q = p.total_k = 4 * 2048;
     p.q_strides = p.o_strides = flashmma::bshd_strides(p.total_q, 4, 128);
     p.k_strides = p.v_strides = flashmma::bshd_strides(p.total_k, 4, 128);
     p.q_strides.batch = p.k_strides.batch = p.v_strides.batch = p.o_strides.batch = 0;
-    p.seqlen_q = 1024;
+    p.seqlen_q = 2048;
     p.cu_seqlens_q = reinterpret_cast<const int32_t*>(0x70000);
     p.cu_seqlens_k = reinterpret_cast<const int32_t*>(0x71000);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains("VariableLengths>") && !Contains("walking"));
+    CHECK_THAT(kernel, Contains("ping-pong, persistent, sm_90a>") &&
+                           EndsWith("FullAttention, PlainScheduler, VariableLengths> on 132 "
+                                    "blocks walking its tiles"));
+    // Without the counter, one block per tile on the one-tile default's kernel.
+    p.workspace_bytes = 0;
+    p.workspace = nullptr;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, EndsWith("FullAttention, PlainScheduler, VariableLengths>") &&
+                           !Contains("persistent"));
     // d = 64 walks too (192-row tiles); d = 256 has no walking twin.
     p = described_call(64);
     p.batch = 4;

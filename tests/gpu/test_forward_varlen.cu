@@ -256,7 +256,9 @@ TEST_CASE("forward<Config>(params) runs variable lengths", "[gpu][forward][varle
 // window, softcap or ALiBi run on the Hopper kernels for variable lengths (launch_plan.hpp's
 // variable_length_prefill): lengths that end inside a warpgroup's 64 rows (their O rows are
 // stored up to the sequence's end, not by TMA), sequences without queries or keys, GQA, and
-// tiles of 128 and 192 rows. Without total_k the split kernel takes the same call.
+// tiles of 128 and 192 rows; with the tile counter in a workspace, the walking twins of the
+// d = 64 and 128 defaults where the blocks walk (more tiles than SMs, few key tiles). Without
+// total_k the split kernel takes the same call.
 TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
           "[gpu][forward][varlen][sm90]") {
   flashmma::DeviceInfo device;
@@ -270,10 +272,18 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
                                {1000, 700, 517, 2049, 1},
                                8,
                                2};
+  // Many short sequences: more tiles than SMs, at most 6 key tiles (walked under the causal
+  // mask too), most of them past their sequence's queries.
+  const VarlenShape walk_shape{"packed prefill: 12 sequences of 1 to 700 tokens",
+                               {700, 1, 333, 650, 129, 64, 700, 5, 511, 256, 690, 77},
+                               {700, 1, 333, 650, 129, 64, 700, 5, 511, 256, 690, 77},
+                               12,
+                               4};
   const Slopes slopes;
   const auto run = [&](auto element_tag, int64_t head_dim) {
     using Element = decltype(element_tag);
-    for (const VarlenShape& shape : {shapes()[0], shapes()[1], long_shape}) {
+    for (const VarlenShape* shape_ptr : {&shapes()[0], &shapes()[1], &long_shape, &walk_shape}) {
+      const VarlenShape& shape = *shape_ptr;
       for (const Variant& v : {varlen_variants()[0], varlen_variants()[1]}) {
         INFO("shape: " << shape.what << "; head_dim " << head_dim << "; variant: " << v.what);
         VarlenTensors<Element> t = make_varlen_tensors<Element>(shape, head_dim);
@@ -289,10 +299,13 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
         FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
         check_varlen_outputs(t, reference_policy(v, slopes, t.params));
 
-        // With the workspace forward_workspace_bytes names (the tile counter of the d = 64 and
-        // 128 defaults' walking twins, which take dense batches only, left as garbage): the
-        // same kernel, one block per tile, the same results.
+        // With the workspace forward_workspace_bytes names (the tile counter, left as
+        // garbage): the d = 64 and 128 defaults' walking twins where their blocks walk (the
+        // long shape's 17 key tiles: unmasked only), the same results.
         {
+          const bool twin = head_dim == 64 || head_dim == 128;
+          const bool walks =
+              twin && (shape_ptr == &walk_shape || (shape_ptr == &long_shape && !v.causal));
           ForwardParams walked = t.params;
           std::size_t bytes = 0;
           REQUIRE(flashmma::forward_workspace_bytes(walked, bytes).ok());
@@ -303,7 +316,7 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
           REQUIRE(flashmma::describe_default_kernel(walked, device, true, kernel).ok());
           INFO(kernel);
           CHECK(kernel.find(", VariableLengths>") != std::string::npos);
-          CHECK(kernel.find("walking") == std::string::npos);
+          CHECK((kernel.find("blocks walking its tiles") != std::string::npos) == walks);
           flashmma::test::poison(t.o);
           flashmma::test::poison(t.lse);
           REQUIRE(flashmma::forward(walked).ok());
@@ -326,6 +339,56 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
   SECTION("fp16, head dim 64 (192-row tiles)") { run(__half{}, 64); }
   SECTION("bf16, head dim 128") { run(__nv_bfloat16{}, 128); }
   SECTION("bf16, head dim 200 (runs on 224)") { run(__nv_bfloat16{}, 200); }
+}
+
+// The walking twins where most of a tile's warpgroups have no rows (sequences of 1 to 150
+// tokens: a 192-row tile leaves two of three warpgroups idle, a 128-row one often one): such a
+// warpgroup issues no wgmma, so nothing but the kernel's barriers keeps its warps in step with
+// the tile slot and the K/V ring. Many calls in a row, each with results equal to the first's
+// (and those to the reference); a lost step shows as a hang, which CTest's timeout fails.
+TEST_CASE("walking twins over many short sequences: every call completes, the same results",
+          "[gpu][forward][varlen][sm90][persistent]") {
+  flashmma::DeviceInfo device;
+  REQUIRE(flashmma::query_device(device).ok());
+  if (device.compute_capability != 90 || !flashmma::sm90a_code_loaded()) {
+    SUCCEED("not a compute capability 9.0 GPU running sm_90a code: no walking twin runs");
+    return;
+  }
+  VarlenShape shape{"96 sequences of 1 to 150 tokens", {}, {}, 8, 2};
+  for (int i = 0; i < 96; ++i) shape.seqlens_q.push_back(1 + (i * 37) % 150);
+  shape.seqlens_k = shape.seqlens_q;
+  const Slopes slopes;
+  const auto run = [&](auto element_tag, int64_t head_dim) {
+    using Element = decltype(element_tag);
+    for (const Variant& v : {varlen_variants()[0], varlen_variants()[1]}) {
+      INFO("head_dim " << head_dim << "; variant: " << v.what);
+      VarlenTensors<Element> t = make_varlen_tensors<Element>(shape, head_dim);
+      apply(v, slopes, t.params);
+      std::size_t bytes = 0;
+      REQUIRE(flashmma::forward_workspace_bytes(t.params, bytes).ok());
+      REQUIRE(bytes >= flashmma::kTileCounterBytes);
+      DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(bytes));
+      flashmma::test::poison(workspace);
+      t.params.workspace = workspace.get();
+      t.params.workspace_bytes = bytes;
+      std::string kernel;
+      REQUIRE(flashmma::describe_default_kernel(t.params, device, true, kernel).ok());
+      INFO(kernel);
+      REQUIRE(kernel.find("VariableLengths> on ") != std::string::npos);
+      REQUIRE(kernel.find("blocks walking its tiles") != std::string::npos);
+      REQUIRE(flashmma::forward(t.params).ok());
+      FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+      check_varlen_outputs(t, reference_policy(v, slopes, t.params));
+      const std::vector<Element> first = t.o.to_host();
+      const std::vector<float> first_lse = t.lse.to_host();
+      for (int call = 0; call < 200; ++call) REQUIRE(flashmma::forward(t.params).ok());
+      FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+      CHECK(flashmma::test::same_bytes(first, t.o.to_host()));
+      CHECK(flashmma::test::same_bytes(first_lse, t.lse.to_host()));
+    }
+  };
+  SECTION("fp16, head dim 64 (192-row tiles)") { run(__half{}, 64); }
+  SECTION("bf16, head dim 128") { run(__nv_bfloat16{}, 128); }
 }
 
 TEST_CASE("variable lengths split the keys like dense calls", "[gpu][forward][varlen][split_kv]") {

@@ -30,9 +30,10 @@ constexpr bool has_sm90_default(int kernel_head_dim) {
 
 // Sm90DefaultConfig<Element, HeadDim>::type is the Hopper default of a kernel head dim that has
 // one; kAvailable says whether it does. Where kWalks, `walking` is the same tile persistent
-// (Sm90TileConfig's Persistent): forward(params) runs it instead, on a dense batch without a
-// mask or with the causal one, on a call whose blocks walk the tiles (launch_plan.hpp's persistent_walk: a
-// workspace for the tile counter, more tiles than SMs, and few key tiles). Measured on an H200
+// (Sm90TileConfig's Persistent): forward(params) runs it instead, without a mask or with the
+// causal one (dense batches and packed sequences), on a call whose blocks walk the tiles
+// (launch_plan.hpp's persistent_walk: a workspace for the tile counter, more tiles than SMs, and
+// few key tiles). Measured on an H200
 // (bf16, B * N = 16k, H * d = 2048, docs/tuning-log.md step 47), walking against one block per
 // tile, N = 1k / 2k / 4k: d = 128 1.087 / 1.045 / 1.019, causal 1.136 / 1.069 / 0.976 (so the
 // masked limit is 16 key tiles); d = 64 1.089 / 1.053 / 1.038, causal 1.104 / 1.074 / 1.046.
