@@ -218,16 +218,24 @@ void check_shapes(int64_t head_dim, Forward&& forward) {
   }
 }
 
+// Gives `p` the workspace forward_workspace_bytes names for it, in `workspace`, poisoned (a
+// caller's workspace holds garbage); the status of forward_workspace_bytes.
+flashmma::Status give_workspace(ForwardParams& p, DeviceBuffer<unsigned char>& workspace) {
+  std::size_t bytes = 0;
+  if (flashmma::Status s = flashmma::forward_workspace_bytes(p, bytes); !s) return s;
+  workspace = DeviceBuffer<unsigned char>(static_cast<int64_t>(bytes > 0 ? bytes : 1));
+  flashmma::test::poison(workspace);
+  p.workspace = workspace.get();
+  p.workspace_bytes = bytes;
+  return flashmma::Status::success();
+}
+
 // forward(params) with a split-KV workspace of the size forward_workspace_bytes names.
 flashmma::Status split_forward(const ForwardParams& params, int num_splits) {
   ForwardParams p = params;
   p.num_splits = num_splits;
-  std::size_t bytes = 0;
-  if (flashmma::Status s = flashmma::forward_workspace_bytes(p, bytes); !s) return s;
-  DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(bytes > 0 ? bytes : 1));
-  flashmma::test::poison(workspace);
-  p.workspace = workspace.get();
-  p.workspace_bytes = bytes;
+  DeviceBuffer<unsigned char> workspace;
+  if (flashmma::Status s = give_workspace(p, workspace); !s) return s;
   const flashmma::Status status = flashmma::forward(p);
   FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());  // before the workspace is freed
   return status;
@@ -300,12 +308,8 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
           const bool twin = head_dim == 64 || head_dim == 128;
           const bool walks = twin && shape_ptr == &long_shape && !v.causal;
           ForwardParams walked = t.params;
-          std::size_t bytes = 0;
-          REQUIRE(flashmma::forward_workspace_bytes(walked, bytes).ok());
-          DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(bytes > 0 ? bytes : 1));
-          flashmma::test::poison(workspace);
-          walked.workspace = workspace.get();
-          walked.workspace_bytes = bytes;
+          DeviceBuffer<unsigned char> workspace;
+          REQUIRE(give_workspace(walked, workspace).ok());
           REQUIRE(flashmma::describe_default_kernel(walked, device, true, kernel).ok());
           INFO(kernel);
           CHECK((kernel.find(", VariableLengths> on ") != std::string::npos) == walks);
@@ -357,13 +361,9 @@ TEST_CASE("walking twins over many short sequences: every call completes, the sa
       INFO("head_dim " << head_dim << "; variant: " << v.what);
       VarlenTensors<Element> t = make_varlen_tensors<Element>(shape, head_dim);
       apply(v, slopes, t.params);
-      std::size_t bytes = 0;
-      REQUIRE(flashmma::forward_workspace_bytes(t.params, bytes).ok());
-      REQUIRE(bytes >= flashmma::kTileCounterBytes);
-      DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(bytes));
-      flashmma::test::poison(workspace);
-      t.params.workspace = workspace.get();
-      t.params.workspace_bytes = bytes;
+      DeviceBuffer<unsigned char> workspace;
+      REQUIRE(give_workspace(t.params, workspace).ok());
+      REQUIRE(t.params.workspace_bytes >= flashmma::kTileCounterBytes);
       std::string kernel;
       REQUIRE(flashmma::describe_default_kernel(t.params, device, true, kernel).ok());
       INFO(kernel);
