@@ -162,7 +162,7 @@ struct ForwardKernel {
     // has read its tile slot), and the staging tile of O (Q's rows otherwise).
     FLASHMMA_DEVICE uint64_t* q_empty() const { return barrier(1 + 4 * Config::kStages); }
     // Persistent: the linear index of the tile whose Q the producer loads (-1: no more), written
-    // before its q_full arrival, read by the consumers after their wait.
+    // before its q_full arrival, read after their wait by lane 0 of each consumer warp.
     FLASHMMA_DEVICE int64_t* tile_slot() const {
       return reinterpret_cast<int64_t*>(barrier(2 + 4 * Config::kStages));
     }
@@ -535,7 +535,12 @@ struct ForwardKernel {
       int visits = 0;
       for (;;) {
         ptx::sm90::mbarrier_wait_parity(smem.q_full(), static_cast<uint32_t>(q_round) & 1u);
-        const int64_t linear = *reinterpret_cast<volatile int64_t*>(smem.tile_slot());
+        // Lane 0 alone reads the slot and hands the index to its warp: the one thread that
+        // reads it is the one that later releases it (q_empty), so the order of read and
+        // overwrite rests on one thread's arrival, which compute-sanitizer's racecheck follows.
+        const int64_t slot_value =
+            thread % 32 == 0 ? *reinterpret_cast<volatile int64_t*>(smem.tile_slot()) : 0;
+        const int64_t linear = __shfl_sync(0xffffffffu, slot_value, 0);
         if (linear < 0) break;
         const TileView tile = view_of(params, TileScheduler::tile_of(params.scheduler, linear));
         consume_tile(params, smem, tile, consumer, thread, visits, q_round);
