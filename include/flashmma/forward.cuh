@@ -377,20 +377,37 @@ template <class Config, class Policy>
 
 namespace detail {
 
+// A Hopper default's kernel (Sm90DefaultConfig's `type`, or its walking twin) on one call: on
+// dense sequences with the policy as visit_sm90_policy narrows it; on packed and ragged ones
+// through its kernel for variable lengths, compiled for the causal mask and none only (the
+// policies variable_length_prefill and walks_sm90_default route here).
+template <class Config, class Policy>
+Status launch_sm90_default_kernel(const ForwardParams& params, const Policy& policy,
+                                  const DeviceInfo& device, cudaStream_t stream) {
+  if (has_variable_lengths(params)) {
+    if constexpr (std::is_same_v<Policy, FullAttention> || std::is_same_v<Policy, CausalMask>) {
+      return launch_dense_kernel<Config, Policy, NoDropout, /*kVariableLengths=*/true>(
+          params, policy, device, stream);
+    } else {  // never: the route is not taken for other policies; never the dense kernel
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "flashmma: variable lengths with this policy have no Hopper kernel "
+                           "(launch_plan.hpp's variable_length_prefill)");
+    }
+  }
+  return visit_sm90_policy<Config>(policy, [&](const auto& sm90_policy) {
+    return launch_dense_kernel<Config>(params, sm90_policy, device, stream);
+  });
+}
+
 // The Hopper default's walking twin (Sm90DefaultConfig's `walking`) on a call whose blocks walk
-// (walks_sm90_default: no mask or the causal one; dense, or packed and ragged sequences on the
-// twin's kernel for variable lengths).
+// (walks_sm90_default: no mask or the causal one; dense, or packed and ragged sequences).
 template <class Element, int HeadDim, class Policy>
 Status launch_walking_twin(const ForwardParams& params, const Policy& policy,
                            const DeviceInfo& device, cudaStream_t stream) {
   using Hopper = Sm90DefaultConfig<Element, HeadDim>;
   if constexpr (Hopper::kWalks && (std::is_same_v<Policy, FullAttention> ||
                                    std::is_same_v<Policy, CausalMask>)) {
-    if (has_variable_lengths(params)) {
-      return launch_dense_kernel<typename Hopper::walking, Policy, NoDropout,
-                                 /*kVariableLengths=*/true>(params, policy, device, stream);
-    }
-    return launch_dense_kernel<typename Hopper::walking>(params, policy, device, stream);
+    return launch_sm90_default_kernel<typename Hopper::walking>(params, policy, device, stream);
   } else {  // never: walks_sm90_default is false for these
     return Status::error(ErrorCode::kInvalidArgument,
                          "flashmma: no walking twin for this head dim and policy");
@@ -472,24 +489,9 @@ template <class Element, int HeadDim>
       return detail::launch_walking_twin<Element, HeadDim>(params, policy, device, stream);
     }
     if constexpr (Hopper::kAvailable) {
-      if (route == detail::DefaultRoute::kHopper && has_variable_lengths(params)) {
-        // variable_length_prefill: the causal mask or none, on kernels of their own.
-        if constexpr (std::is_same_v<Policy, FullAttention> ||
-                      std::is_same_v<Policy, CausalMask>) {
-          return detail::launch_dense_kernel<typename Hopper::type, Policy, NoDropout,
-                                             /*kVariableLengths=*/true>(params, policy, device,
-                                                                        stream);
-        } else {  // never: the route is not taken for other policies; never the dense kernel
-          return Status::error(ErrorCode::kInvalidArgument,
-                               "flashmma: variable lengths with this policy have no Hopper "
-                               "kernel (launch_plan.hpp's variable_length_prefill)");
-        }
-      }
       if (route == detail::DefaultRoute::kHopper) {
-        return visit_sm90_policy<typename Hopper::type>(policy, [&](const auto& sm90_policy) {
-          return detail::launch_dense_kernel<typename Hopper::type>(params, sm90_policy, device,
-                                                                    stream);
-        });
+        return detail::launch_sm90_default_kernel<typename Hopper::type>(params, policy, device,
+                                                                         stream);
       }
     }
     return visit_default_config<Element, HeadDim, Policy::kMasks>(

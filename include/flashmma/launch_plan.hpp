@@ -457,6 +457,9 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
         return visit_builtin_policy(params, [&](const auto& policy) {
           using Policy = std::decay_t<decltype(policy)>;
           const std::string policy_name = builtin_policy_type_name<Policy>();
+          // The Hopper kernels for packed and ragged sequences, the walking twin's among them.
+          const std::string scheduler = std::string(SchedulerFor<Policy>::kName) +
+                                        (has_variable_lengths(params) ? ", VariableLengths" : "");
           if (route == detail::DefaultRoute::kHopper) {
             if constexpr (Sm90DefaultConfig<Element, kHeadDim>::kAvailable) {
               using Hopper = typename Sm90DefaultConfig<Element, kHeadDim>::type;
@@ -465,9 +468,6 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                   using Walking = typename Sm90DefaultConfig<Element, kHeadDim>::walking;
                   const detail::PersistentWalk walk =
                       detail::persistent_walk<Walking>(params, device, Policy::kMasks);
-                  const std::string scheduler =
-                      std::string(SchedulerFor<Policy>::kName) +
-                      (has_variable_lengths(params) ? ", VariableLengths" : "");
                   return detail::forward_kernel_name<Walking>(policy_name, scheduler.c_str()) +
                          " on " + std::to_string(walk.blocks) + " blocks walking its tiles";
                 }
@@ -477,9 +477,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                     policy_name, (SchedulerFor<Policy>::kName + dropout).c_str());
               }
               if (has_variable_lengths(params)) {  // variable_length_prefill's kernels
-                return detail::forward_kernel_name<Hopper>(
-                    policy_name,
-                    (std::string(SchedulerFor<Policy>::kName) + ", VariableLengths").c_str());
+                return detail::forward_kernel_name<Hopper>(policy_name, scheduler.c_str());
               }
               return visit_sm90_policy<Hopper>(policy, [&](const auto& sm90_policy) {
                 using Sm90Policy = std::decay_t<decltype(sm90_policy)>;
