@@ -3,7 +3,9 @@
 //   A  the d = 128 and d = 64 Hopper defaults (Sm90DefaultConfig<bf16, d>::type), one block a tile
 //   B  their walking twins (::walking) without a workspace: one block a tile
 //   C  the twins with a tile counter in the workspace: walking where persistent_walk says
-// Every output and LSE of B and C is compared with A's bit for bit ("diffs": the count that
+//   D  the twins walking whatever the key length (one block per SM slot, the tile counter):
+//      what persistent_walk's key-tile limits are measured against
+// Every output and LSE of B, C and D is compared with A's bit for bit ("diffs": the count that
 // differ), then each is timed in interleaved rounds (PROBE_ROUNDS, default 7, of PROBE_ITERS
 // calls, default 10; the median round), bf16, B * N = 16k, H * d = 2048, and a few odd shapes.
 //   cmake --build BUILD --target flashmma_sm90_persistent_probe
@@ -29,6 +31,25 @@ static_assert(!D128::kPersistent && D128P::kPersistent && D64P::kPersistent, "")
       exit(1);                                                    \
     }                                                             \
   } while (0)
+// D: forward<P>'s launch with the walk forced on (persistent_walk's limits not applied).
+template <class P, class Policy>
+Status forward_walking(const ForwardParams& params, void* workspace) {
+  using Kernel = ForwardKernelFor<P, Policy>;
+  using TileScheduler = typename Kernel::TileScheduler;
+  static DeviceInfo device;
+  static const bool queried = query_device(device).ok();
+  if (!queried) return Status::error(ErrorCode::kInvalidArgument, "query_device failed");
+  SchedulerInputs in = detail::scheduler_inputs<P>(params, device);
+  in.concurrent_blocks = detail::blocks_per_sm<P>(device) * device.sm_count;
+  typename Kernel::Params kernel_params{
+      {},
+      detail::make_forward_args<__nv_bfloat16>(params),
+      Policy{},
+      TileScheduler::make_params(in, static_cast<unsigned long long*>(workspace),
+                                 next_launch_epoch())};
+  if (Status s = sm90::make_forward_tensor_maps<P>(params, kernel_params.maps); !s) return s;
+  return detail::launch_kernel<Kernel>(kernel_params, TileScheduler::grid(in), nullptr);
+}
 // Uniform values in [-1, 1) from a hash of the index.
 __global__ void fill(__nv_bfloat16* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -52,9 +73,10 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
     fill<<<1024, 256>>>(k[s], elems, 2 + 3 * s);
     fill<<<1024, 256>>>(v[s], elems, 3 + 3 * s);
   }
-  __nv_bfloat16* o[3];
-  float* l[3];
-  for (int i = 0; i < 3; ++i) {
+  constexpr int kColumns = 4;
+  __nv_bfloat16* o[kColumns];
+  float* l[kColumns];
+  for (int i = 0; i < kColumns; ++i) {
     CK(cudaMalloc(&o[i], elems * 2));
     CK(cudaMalloc(&l[i], b * h * n * 4));
   }
@@ -75,7 +97,8 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
   p.o_strides = p.q_strides;
   p.mask = causal ? MaskKind::kCausal : MaskKind::kNone;
   // which: 0 = A (the one-tile default), 1 = B (the twin, no workspace), 2 = C (the twin with
-  // the tile counter); s: the input set (rotated so that L2 does not hold the last call's K/V).
+  // the tile counter), 3 = D (the twin, walking forced); s: the input set (rotated so that L2
+  // does not hold the last call's K/V).
   auto call = [&](int which, int s) {
     ForwardParams x = p;
     x.q = q[s];
@@ -83,28 +106,31 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
     x.v = v[s];
     x.o = o[which];
     x.lse = l[which];
-    if (which == 2) {
+    if (which >= 2) {
       x.workspace = ws;
       x.workspace_bytes = kTileCounterBytes;
     }
-    Status st = which == 0 ? forward<A>(x) : forward<P>(x);
+    Status st = which == 0   ? forward<A>(x)
+                : which < 3 ? forward<P>(x)
+                : causal    ? forward_walking<P, CausalMask>(x, ws)
+                            : forward_walking<P, FullAttention>(x, ws);
     if (!st.ok()) {
       printf("error %s\n", st.message().c_str());
       exit(1);
     }
   };
-  for (int w = 0; w < 3; ++w) call(w, 0);
+  for (int w = 0; w < kColumns; ++w) call(w, 0);
   CK(cudaDeviceSynchronize());
-  std::vector<uint16_t> ho[3];
-  std::vector<float> hl[3];
-  for (int w = 0; w < 3; ++w) {
+  std::vector<uint16_t> ho[kColumns];
+  std::vector<float> hl[kColumns];
+  for (int w = 0; w < kColumns; ++w) {
     ho[w].resize(elems);
     hl[w].resize(b * h * n);
     CK(cudaMemcpy(ho[w].data(), o[w], elems * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hl[w].data(), l[w], hl[w].size() * 4, cudaMemcpyDeviceToHost));
   }
   int64_t diff = 0;
-  for (int w = 1; w < 3; ++w) {
+  for (int w = 1; w < kColumns; ++w) {
     for (int64_t i = 0; i < elems; ++i) diff += ho[0][i] != ho[w][i];
     for (size_t i = 0; i < hl[0].size(); ++i) diff += hl[0][i] != hl[w][i];
   }
@@ -112,9 +138,9 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  std::vector<float> t[3];
+  std::vector<float> t[kColumns];
   for (int round = 0; round < rounds; ++round) {
-    for (int w = 0; w < 3; ++w) {
+    for (int w = 0; w < kColumns; ++w) {
       cudaEventRecord(e0);
       for (int i = 0; i < iters; ++i) call(w, i % sets);
       cudaEventRecord(e1);
@@ -126,24 +152,25 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  double ms[3];
-  for (int w = 0; w < 3; ++w) {
+  double ms[kColumns];
+  for (int w = 0; w < kColumns; ++w) {
     std::sort(t[w].begin(), t[w].end());
     ms[w] = t[w][t[w].size() / 2];
   }
   const double flops = 4.0 * b * h * n * n * d / (causal ? 2 : 1);
   printf(
       "d=%3lld n=%5lld b=%3lld h=%2lld causal=%d: one-tile %.1f TF | persistent, no ws %.1f TF "
-      "x%.3f | walking %.1f TF x%.3f | diffs %lld\n",
+      "x%.3f | walking %.1f TF x%.3f | forced walk %.1f TF x%.3f | diffs %lld\n",
       (long long)d, (long long)n, (long long)b, (long long)h, causal, flops / ms[0] / 1e9,
-      flops / ms[1] / 1e9, ms[0] / ms[1], flops / ms[2] / 1e9, ms[0] / ms[2], (long long)diff);
+      flops / ms[1] / 1e9, ms[0] / ms[1], flops / ms[2] / 1e9, ms[0] / ms[2],
+      flops / ms[3] / 1e9, ms[0] / ms[3], (long long)diff);
   fflush(stdout);
   for (int s = 0; s < sets; ++s) {
     cudaFree(q[s]);
     cudaFree(k[s]);
     cudaFree(v[s]);
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kColumns; ++i) {
     cudaFree(o[i]);
     cudaFree(l[i]);
   }

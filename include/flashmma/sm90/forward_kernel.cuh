@@ -139,7 +139,9 @@ struct ForwardKernel {
   struct Smem {
     unsigned char* base;
 
-    FLASHMMA_DEVICE unsigned char* q() const { return base + Config::kQOffset; }
+    FLASHMMA_DEVICE unsigned char* q(int q_slot) const {
+      return base + Config::kQOffset + static_cast<std::size_t>(q_slot) * Config::kQBytes;
+    }
     FLASHMMA_DEVICE unsigned char* k(int slot) const {
       return base + Config::kKOffset + static_cast<std::size_t>(slot) * Config::kKVTileBytes;
     }
@@ -149,25 +151,30 @@ struct ForwardKernel {
     FLASHMMA_DEVICE uint64_t* barrier(int index) const {
       return reinterpret_cast<uint64_t*>(base + Config::kBarrierOffset) + index;
     }
-    FLASHMMA_DEVICE uint64_t* q_full() const { return barrier(0); }
-    FLASHMMA_DEVICE uint64_t* k_full(int slot) const { return barrier(1 + slot); }
-    FLASHMMA_DEVICE uint64_t* v_full(int slot) const { return barrier(1 + Config::kStages + slot); }
+    FLASHMMA_DEVICE uint64_t* q_full(int q_slot) const { return barrier(q_slot); }
+    FLASHMMA_DEVICE uint64_t* k_full(int slot) const { return barrier(kQSlots + slot); }
+    FLASHMMA_DEVICE uint64_t* v_full(int slot) const {
+      return barrier(kQSlots + Config::kStages + slot);
+    }
     FLASHMMA_DEVICE uint64_t* k_empty(int slot) const {
-      return barrier(1 + 2 * Config::kStages + slot);
+      return barrier(kQSlots + 2 * Config::kStages + slot);
     }
     FLASHMMA_DEVICE uint64_t* v_empty(int slot) const {
-      return barrier(1 + 3 * Config::kStages + slot);
+      return barrier(kQSlots + 3 * Config::kStages + slot);
     }
-    // Persistent: Q's slot free again (every consumer warp is done with the tile's Q K^T and
-    // has read its tile slot), and the staging tile of O (Q's rows otherwise).
-    FLASHMMA_DEVICE uint64_t* q_empty() const { return barrier(1 + 4 * Config::kStages); }
-    // Persistent: the linear index of the tile whose Q the producer loads (-1: no more), written
-    // before its q_full arrival, read after their wait by lane 0 of each consumer warp.
-    FLASHMMA_DEVICE int64_t* tile_slot() const {
-      return reinterpret_cast<int64_t*>(barrier(2 + 4 * Config::kStages));
+    // Persistent: a Q slot free again (every consumer warp is done with its tile's Q K^T and
+    // has read its tile index), and the staging tile of O (Q's rows otherwise).
+    FLASHMMA_DEVICE uint64_t* q_empty(int q_slot) const {
+      return barrier(kQSlots + 4 * Config::kStages + q_slot);
+    }
+    // Persistent, per Q slot: the linear index of the tile whose Q the producer loads there
+    // (-1: no more), written before its q_full arrival, read after their wait by lane 0 of each
+    // consumer warp.
+    FLASHMMA_DEVICE int64_t* tile_slot(int q_slot) const {
+      return reinterpret_cast<int64_t*>(barrier(2 * kQSlots + 4 * Config::kStages + q_slot));
     }
     FLASHMMA_DEVICE unsigned char* o() const {
-      return Config::kPersistent ? base + Config::kOOffset : q();
+      return Config::kPersistent ? base + Config::kOOffset : q(0);
     }
   };
 
@@ -182,6 +189,12 @@ struct ForwardKernel {
   static FLASHMMA_DEVICE int slot_of(int j) { return j % Config::kStages; }
   static FLASHMMA_DEVICE uint32_t parity_of(int j) {
     return static_cast<uint32_t>(j / Config::kStages) & 1u;
+  }
+  // The same for the Q slots and the block's tiles (q_round: tiles whose Q came before).
+  static constexpr int kQSlots = Config::kQSlots;
+  static FLASHMMA_DEVICE int q_slot_of(int q_round) { return q_round % kQSlots; }
+  static FLASHMMA_DEVICE uint32_t q_parity_of(int q_round) {
+    return static_cast<uint32_t>(q_round / kQSlots) & 1u;
   }
 
   // What producer and consumers both derive from a work tile.
@@ -210,9 +223,12 @@ struct ForwardKernel {
     const Smem smem{swizzle_aligned(smem_raw)};
 
     if (threadIdx.x == 0) {
-      ptx::sm90::mbarrier_init(smem.q_full(), 1);
-      if constexpr (Config::kPersistent) {
-        ptx::sm90::mbarrier_init(smem.q_empty(), kConsumerWarps);
+#pragma unroll
+      for (int q_slot = 0; q_slot < kQSlots; ++q_slot) {
+        ptx::sm90::mbarrier_init(smem.q_full(q_slot), 1);
+        if constexpr (Config::kPersistent) {
+          ptx::sm90::mbarrier_init(smem.q_empty(q_slot), kConsumerWarps);
+        }
       }
 #pragma unroll
       for (int slot = 0; slot < Config::kStages; ++slot) {
@@ -248,10 +264,10 @@ struct ForwardKernel {
 
  private:
   // The producer: one thread issues every load. Persistent, it also picks the block's tiles
-  // and tells the consumers which (the tile slot, before its Q's q_full arrival); a tile's
-  // first K/V visit is loaded before its Q, whose slot frees only when every consumer is done
-  // with the previous tile's Q K^T, so the first K and V land during the previous tile's last
-  // products.
+  // and tells the consumers which (the tile slot of Q's slot, before its q_full arrival). With
+  // two Q slots the next tile's Q is loaded as soon as this tile's last K/V loads are issued
+  // (its slot was freed when the tile before this one was done with its Q K^T), and its first
+  // K and V as soon as the ring frees a slot: both land during this tile's last products.
   static FLASHMMA_DEVICE void produce(const Params& params, const Smem& smem) {
     if constexpr (Config::kPersistent) {
       const int64_t tiles = params.scheduler.counts.tiles();
@@ -270,10 +286,11 @@ struct ForwardKernel {
         // busy, which on causal rows leaves other blocks idle at the end.
         linear = TileScheduler::next_tile(params.scheduler, ++round);
       }
-      // No more tiles: the consumers read -1 once they are done with the last Q.
-      ptx::sm90::mbarrier_wait_parity(smem.q_empty(), (static_cast<uint32_t>(q_round) & 1u) ^ 1u);
-      *smem.tile_slot() = -1;
-      ptx::sm90::mbarrier_arrive(smem.q_full());
+      // No more tiles: the consumers read -1 from the next Q slot.
+      const int q_slot = q_slot_of(q_round);
+      ptx::sm90::mbarrier_wait_parity(smem.q_empty(q_slot), q_parity_of(q_round) ^ 1u);
+      *smem.tile_slot(q_slot) = -1;
+      ptx::sm90::mbarrier_arrive(smem.q_full(q_slot));
     } else {
       const TileView tile = view_of(params, Scheduler::work_tile(params.scheduler));
       if (!skipped(tile)) produce_tile(params, smem, tile, 0, 0, 0);
@@ -300,19 +317,18 @@ struct ForwardKernel {
                                                    tile.seq.kv_head, origin.key_batch,
                                                    smem.v_full(slot));
     };
-    const int kv_first = Config::kPersistent && tile.key_tiles.count > 0 ? 1 : 0;
-    if (kv_first) load_kv(0);
+    const int q_slot = q_slot_of(q_round);
     if constexpr (Config::kPersistent) {
-      ptx::sm90::mbarrier_wait_parity(smem.q_empty(), (static_cast<uint32_t>(q_round) & 1u) ^ 1u);
-      *smem.tile_slot() = linear;  // released to the consumers by the arrival below
+      ptx::sm90::mbarrier_wait_parity(smem.q_empty(q_slot), q_parity_of(q_round) ^ 1u);
+      *smem.tile_slot(q_slot) = linear;  // released to the consumers by the arrival below
     } else {
       (void)linear;
     }
-    ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(), Config::kQBytes);
+    ptx::sm90::mbarrier_arrive_expect_tx(smem.q_full(q_slot), Config::kQBytes);
     load_rows<Config::kBlockM, Config::kHeadDimSubTiles>(
-        smem.q(), &params.maps.q, origin.query_row + tile.queries.begin, tile.seq.head,
-        origin.query_batch, smem.q_full());
-    for (int j = kv_first; j < tile.key_tiles.count; ++j) load_kv(j);
+        smem.q(q_slot), &params.maps.q, origin.query_row + tile.queries.begin, tile.seq.head,
+        origin.query_batch, smem.q_full(q_slot));
+    for (int j = 0; j < tile.key_tiles.count; ++j) load_kv(j);
   }
 
   // Fragments [rows][columns][4] as the flat register list wgmma takes (the same registers).
@@ -534,12 +550,13 @@ struct ForwardKernel {
       int q_round = 0;  // tiles done, as the producer counts them
       int visits = 0;
       for (;;) {
-        ptx::sm90::mbarrier_wait_parity(smem.q_full(), static_cast<uint32_t>(q_round) & 1u);
+        const int q_slot = q_slot_of(q_round);
+        ptx::sm90::mbarrier_wait_parity(smem.q_full(q_slot), q_parity_of(q_round));
         // Lane 0 alone reads the slot and hands the index to its warp: the one thread that
         // reads it is the one that later releases it (q_empty), so the order of read and
         // overwrite rests on one thread's arrival, which compute-sanitizer's racecheck follows.
         const int64_t slot_value =
-            thread % 32 == 0 ? *reinterpret_cast<volatile int64_t*>(smem.tile_slot()) : 0;
+            thread % 32 == 0 ? *reinterpret_cast<volatile int64_t*>(smem.tile_slot(q_slot)) : 0;
         const int64_t linear = __shfl_sync(0xffffffffu, slot_value, 0);
         if (linear < 0) break;
         const TileView tile = view_of(params, TileScheduler::tile_of(params.scheduler, linear));
@@ -588,7 +605,8 @@ struct ForwardKernel {
           params.args.dropout,
           static_cast<uint32_t>(origin.batch * params.args.heads_q + origin.head), thread % 32};
     }
-    c.q_address = ptx::smem_address(smem.q()) + first_row * kSubTileRowBytes;
+    const int q_slot = q_slot_of(q_round);
+    c.q_address = ptx::smem_address(smem.q(q_slot)) + first_row * kSubTileRowBytes;
     c.thread = thread;
 #pragma unroll
     for (int t = 0; t < kOutputTiles; ++t) {
@@ -598,7 +616,7 @@ struct ForwardKernel {
     c.row_stats[0].init();
 
     c.consumer = consumer;
-    ptx::sm90::mbarrier_wait_parity(smem.q_full(), static_cast<uint32_t>(q_round) & 1u);
+    ptx::sm90::mbarrier_wait_parity(smem.q_full(q_slot), q_parity_of(q_round));
     if (q_round == 0) c.grant_first_turn();
     c.pass(0, c.begin);
     if constexpr (Config::kOverlapSoftmax) {
@@ -608,14 +626,15 @@ struct ForwardKernel {
     }
     c.pass(c.end, key_tiles.count);
     if constexpr (Config::kPersistent) {
-      // Every product that read this warp's Q rows has completed: the producer may load the
-      // next tile's Q, and write its tile slot, once every consumer warp says so. One arrival
-      // per warp, not per warpgroup: a warpgroup whose rows are all past the sequence's end
-      // issues no wgmma, so nothing holds its warps together, and its first warp could report
-      // the tile done while another had not yet read the tile slot (which the producer then
-      // overwrites: that warp would walk another tile's key range and the ring would hang).
+      // Every product that read this warp's Q rows has completed: the producer may load a
+      // later tile's Q into this slot, and write its tile index, once every consumer warp says
+      // so. One arrival per warp, not per warpgroup: a warpgroup whose rows are all past the
+      // sequence's end issues no wgmma, so nothing holds its warps together, and its first
+      // warp could report the tile done while another had not yet read the tile slot (which
+      // the producer then overwrites: that warp would walk another tile's key range and the
+      // ring would hang).
       __syncwarp();
-      if (thread % 32 == 0) ptx::sm90::mbarrier_arrive(smem.q_empty());
+      if (thread % 32 == 0) ptx::sm90::mbarrier_arrive(smem.q_empty(q_slot));
     }
 
     float lse[1][kRowsPerThread];

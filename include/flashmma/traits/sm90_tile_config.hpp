@@ -31,9 +31,9 @@
 //
 // Persistent: the kernel loops over work tiles (attention/scheduler.hpp's PersistentScheduler).
 // Given a tile counter (params.workspace) and few key tiles, a block per SM walks the tiles,
-// its producer loading the next tile's first K/V and Q while the consumers finish the current
-// one, whose O is stored from a staging tile of its own during the next; otherwise one block per
-// tile (launch_plan.hpp's persistent_walk).
+// its producer loading the next tile's Q (into the second of two Q slots) and first K/V while
+// the consumers finish the current one, whose O is stored from a staging tile of its own during
+// the next; otherwise one block per tile (launch_plan.hpp's persistent_walk).
 #pragma once
 
 #include <cstddef>
@@ -120,17 +120,22 @@ struct Sm90TileConfig {
   static constexpr uint32_t kKVTileBytes = KTile::kBytes;
   static_assert(VTile::kBytes == KTile::kBytes, "K and V tiles are the same TMA boxes");
 
-  // Shared memory, each tile on a 1024-byte boundary (the swizzle atom): Q, the K ring, the V
-  // ring, O's staging tile (persistent: Q's layout; otherwise O goes through Q), then the
-  // barriers; plus 1 KiB to align the dynamic base.
+  // Q slots: persistent, two, so that the producer loads the next tile's Q while the consumers
+  // still compute the current one (with one slot that load could start only once every
+  // consumer was done with the tile's products, and its latency fell between two tiles).
+  static constexpr int kQSlots = Persistent ? 2 : 1;
+
+  // Shared memory, each tile on a 1024-byte boundary (the swizzle atom): the Q slots, the K
+  // ring, the V ring, O's staging tile (persistent: Q's layout; otherwise O goes through Q),
+  // then the barriers; plus 1 KiB to align the dynamic base.
   static constexpr std::size_t kQOffset = 0;
-  static constexpr std::size_t kKOffset = kQOffset + kQBytes;
+  static constexpr std::size_t kKOffset = kQOffset + std::size_t{kQSlots} * kQBytes;
   static constexpr std::size_t kVOffset = kKOffset + std::size_t{Stages} * kKVTileBytes;
   static constexpr std::size_t kOOffset = kVOffset + std::size_t{Stages} * kKVTileBytes;
   static constexpr std::size_t kBarrierOffset = kOOffset + (Persistent ? kQBytes : 0);
-  // Q full (and, persistent, Q empty and the slot of the tile index); K/V full and empty per
-  // stage.
-  static constexpr int kBarriers = (Persistent ? 3 : 1) + 4 * Stages;
+  // Q full per Q slot (and, persistent, Q empty and the 8-byte slot of the tile index per Q
+  // slot); K/V full and empty per stage.
+  static constexpr int kBarriers = kQSlots * (Persistent ? 3 : 1) + 4 * Stages;
   static constexpr std::size_t kSmemBytes =
       ptx::sm90::kSwizzleAlignment + kBarrierOffset + sizeof(uint64_t) * kBarriers;
 
@@ -138,9 +143,9 @@ struct Sm90TileConfig {
   static constexpr int kAccumulatorRegisters = BlockN / 2 + BlockN / 4 + kHeadDimPadded / 2;
 
   static_assert(kSmemBytes <= kSm90MaxSmemBytes,
-                "shared memory (Q + 2 * Stages * BlockN rows of the head dim padded to 64, O's "
-                "staging tile when Persistent, plus barriers) exceeds 227 KiB: lower BlockN or "
-                "Stages");
+                "shared memory (Q + 2 * Stages * BlockN rows of the head dim padded to 64; when "
+                "Persistent, a second Q slot and O's staging tile; plus barriers) exceeds 227 "
+                "KiB: lower BlockN or Stages");
   static_assert(kWarpgroupThreads * (ProducerRegisters + ConsumerWarpgroups * ConsumerRegisters) <=
                     kSm90RegistersPerSm,
                 "128 * (ProducerRegisters + ConsumerWarpgroups * ConsumerRegisters) exceeds the "
