@@ -300,8 +300,10 @@ constexpr std::size_t kTileCounterBytes = 256;
 // The longest key range (in key tiles) whose tiles walk persistently, without a mask and with
 // one. A persistent block hides a tile's start and end (Q and the first K/V loaded during the
 // previous tile, O stored during the next) behind its own products; on an H200 that gains
-// 4-14% where a tile walks 8-16 key tiles and 2-5% at 32 unmasked, and loses at 32 causal
-// (traits/sm90_default_configs.hpp; docs/tuning-log.md, step 47).
+// 4-26% where a tile walks 8-16 key tiles and 1-9% at 32 unmasked
+// (traits/sm90_default_configs.hpp; docs/tuning-log.md, steps 47 and 51). Walking forced past
+// these limits measured 2-6% faster at 32 causal key tiles and 0-6% at 64 (step 51): not yet
+// taken up here.
 constexpr int64_t kPersistentMaxKeyTiles = 32;
 constexpr int64_t kPersistentMaxMaskedKeyTiles = 16;
 

@@ -33,12 +33,12 @@ constexpr bool has_sm90_default(int kernel_head_dim) {
 // (Sm90TileConfig's Persistent): forward(params) runs it instead, without a mask or with the
 // causal one (dense batches and packed sequences), on a call whose blocks walk the tiles
 // (launch_plan.hpp's persistent_walk: a workspace for the tile counter, more tiles than SMs, and
-// few key tiles). Measured on an H200
-// (bf16, B * N = 16k, H * d = 2048, docs/tuning-log.md step 47), walking against one block per
-// tile, N = 1k / 2k / 4k: d = 128 1.087 / 1.045 / 1.019, causal 1.136 / 1.069 / 0.976 (so the
-// masked limit is 16 key tiles); d = 64 1.089 / 1.053 / 1.038, causal 1.104 / 1.074 / 1.046.
-// From 8k keys on, the persistent kernel run one block per tile is 1-4% slower than `type`
-// (its causal kernels spill a few registers), so `type` stays the one-tile default.
+// few key tiles). Measured on an H200 (bf16, B * N = 16k, H * d = 2048, the two-Q-slot kernels
+// of docs/tuning-log.md step 51), walking against one block per tile, N = 1k / 2k / 4k: d = 128
+// 1.124 / 1.05 / 1.011, causal 1.263 / 1.04-1.12 (4k is not walked: 32 key tiles under a mask);
+// d = 64 1.22 / 1.15 / 1.09, causal 1.18 / 1.137. Where it does not walk, the twin run one block
+// per tile measured 0.92-0.98x `type` at d = 128 and 0.98-1.03x at d = 64, so `type` stays the
+// one-tile default.
 template <class Element, int HeadDim, bool kHasDefault = has_sm90_default(HeadDim)>
 struct Sm90DefaultConfig {
   static constexpr bool kAvailable = false;
