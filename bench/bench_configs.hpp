@@ -69,8 +69,9 @@ using NamedShapes = std::tuple<TileShape<64, 128, 64, 4, 2, kSwizzle>,
 
 // A tile of the Hopper kernel (Sm90TileConfig): "sm90_d128_n128_s2_c2" is HeadDim, BlockN, Stages
 // and consumer warpgroups; "_r32x240" follows when the register split is not 24/240, "_seq" for
-// the sequential schedule and "_pp" for ping-pong. These entries run on a compute capability 9.0 GPU from a binary
-// with sm_90a code only; elsewhere the call returns kUnsupportedDevice.
+// the sequential schedule, "_ovp" for kOverlapProducts and "_pp" for ping-pong. These entries
+// run on a compute capability 9.0 GPU from a binary with sm_90a code only; elsewhere the call
+// returns kUnsupportedDevice.
 template <int HeadDim, int BlockN, int Stages, int Consumers, int ProducerRegisters = 24,
           int ConsumerRegisters = 240,
           flashmma::Sm90Schedule Schedule = flashmma::Sm90Schedule::kOverlapSoftmax,
@@ -89,7 +90,9 @@ struct Sm90Shape {
                 ? "_r" + std::to_string(ProducerRegisters) + "x" +
                       std::to_string(ConsumerRegisters)
                 : std::string()) +
-           (Schedule == flashmma::Sm90Schedule::kSequential ? "_seq" : "") +
+           (Schedule == flashmma::Sm90Schedule::kSequential        ? "_seq"
+            : Schedule == flashmma::Sm90Schedule::kOverlapProducts ? "_ovp"
+                                                                   : "") +
            (PingPong ? "_pp" : "");
   }
 };

@@ -350,6 +350,17 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("SlidingWindow, SplitScheduler> in 1 split"));
   }
+  SECTION("d = 64's walking twin waits for P V before the softmax; its one-tile default does not") {
+    ForwardParams p = described_call(64);
+    p.batch = 4;  // 22 query tiles of 192 rows x 4 heads x 4; 32 key tiles
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("softmax overlapped, sm_90a>") && !Contains("walking"));
+    p.workspace = reinterpret_cast<void*>(0x100000);
+    p.workspace_bytes = flashmma::kTileCounterBytes;
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("products overlapped, persistent, sm_90a>") &&
+                           EndsWith("blocks walking its tiles"));
+  }
   SECTION("the d = 64 and 128 defaults' walking twins, where a workspace holds the counter") {
     ForwardParams p = described_call(128);
     p.batch = 4;  // 32 query tiles x 4 heads x 4: 512 tiles for 132 SMs; 32 key tiles

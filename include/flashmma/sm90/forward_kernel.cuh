@@ -19,7 +19,8 @@
 //       P to 16-bit registers (the RS operand: no data movement, wgmma_layout.hpp)
 //       wait v_full; O += P V_j (wgmma RS); release V_j (v_empty)
 //     (Sm90Schedule::kOverlapSoftmax issues S_j and P_(j-1) V_(j-1) together and runs the
-//     softmax of S_j while the second computes: Consumer::run_overlapped.)
+//     softmax of S_j while the second computes: Consumer::run_overlapped; kOverlapProducts
+//     issues them together and waits for both before the softmax.)
 //     O /= l, LSE; O through its own rows of the Q tile (swizzled) and a TMA store (or, for the
 //     rows of a packed sequence's last tile, stores that stop at its end)
 //
@@ -507,6 +508,7 @@ struct ForwardKernel {
 
     // kOverlapSoftmax: S_j = Q K_j^T and O += P_(j-1) V_(j-1) go to the tensor cores together;
     // S_j's softmax runs while the second computes, and O is rescaled for S_j once it is done.
+    // kOverlapProducts: the same issue, with the wait for the second before the softmax.
     FLASHMMA_DEVICE void run_overlapped() {
       if (begin >= end) return;
       Scores s;
@@ -532,7 +534,13 @@ struct ForwardKernel {
         float correction[1][kRowsPerThread];
         bool max_changed[1];
         score_softmax.probabilities(s, row_stats, first_key(j), correction, max_changed);
-        ptx::sm90::wgmma_wait_group<0>();
+        if constexpr (Config::kOverlapSoftmax) {
+          // Not before the exponentials: the row sums need every one of them.
+          ptx::sm90::wgmma_wait_group_after<0>(row_stats[0].row_sum[0] +
+                                               row_stats[0].row_sum[1]);
+        } else {
+          ptx::sm90::wgmma_wait_group<0>();  // ptxas places it ahead of the softmax
+        }
         fence_registers(output, p);
         release_v(j - 1);
         OnlineSoftmax::rescale_output(output[0], correction[0], max_changed[0]);
@@ -619,7 +627,7 @@ struct ForwardKernel {
     ptx::sm90::mbarrier_wait_parity(smem.q_full(q_slot), q_parity_of(q_round));
     if (q_round == 0) c.grant_first_turn();
     c.pass(0, c.begin);
-    if constexpr (Config::kOverlapSoftmax) {
+    if constexpr (Config::kOverlapProducts) {
       c.run_overlapped();
     } else {
       c.run_sequential();

@@ -30,8 +30,9 @@ constexpr bool has_sm90_default(int kernel_head_dim) {
 
 // Sm90DefaultConfig<Element, HeadDim>::type is the Hopper default of a kernel head dim that has
 // one; kAvailable says whether it does. Where kWalks, `walking` is the same tile persistent
-// (Sm90TileConfig's Persistent): forward(params) runs it instead, without a mask or with the
-// causal one (dense batches and packed sequences), on a call whose blocks walk the tiles
+// (Sm90TileConfig's Persistent; d = 64's with a schedule of its own): forward(params) runs it
+// instead, without a mask or with the causal one (dense batches and packed sequences), on a call
+// whose blocks walk the tiles
 // (launch_plan.hpp's persistent_walk: a workspace for the tile counter, more tiles than SMs, and
 // few key tiles). Measured on an H200 (bf16, B * N = 16k, H * d = 2048, the two-Q-slot kernels
 // of docs/tuning-log.md step 51), walking against one block per tile, N = 1k / 2k / 4k: d = 128
@@ -52,7 +53,9 @@ struct Sm90DefaultConfig<Element, 64, true> {
   // d = 64's work per product, runs on three warpgroups), -5% at causal N = 1k.
   using type = Sm90TileConfig<Element, 64, /*BlockN=*/128, 2, /*ConsumerWarpgroups=*/3, 24, 160>;
   static constexpr bool kWalks = true;
-  using walking = Sm90TileConfig<Element, 64, 128, 2, 3, 24, 160, Sm90Schedule::kOverlapSoftmax,
+  // The twin waits for P V before the softmax: with 160 registers it spills 16 bytes more and
+  // ran 2-4% slower with the softmax overlapped (docs/tuning-log.md, step 52).
+  using walking = Sm90TileConfig<Element, 64, 128, 2, 3, 24, 160, Sm90Schedule::kOverlapProducts,
                                  /*PingPong=*/false, /*Persistent=*/true>;
 };
 

@@ -23,7 +23,11 @@
 // Schedule is the order of a consumer warpgroup's work per K/V tile. kSequential: S = Q K^T, wait,
 // softmax, O += P V, wait. kOverlapSoftmax: S_j = Q K_j^T and O += P_(j-1) V_(j-1) are issued
 // together, and the softmax of S_j runs while the tensor cores compute P_(j-1) V_(j-1); O is
-// rescaled once that product has landed. Same arithmetic, same results.
+// rescaled once that product has landed. kOverlapProducts: the two products are issued together
+// as in kOverlapSoftmax, but the softmax of S_j starts once both have landed: P V's registers
+// (O and P) are then free during the softmax, for a config short of registers (d = 64's walking
+// twin spills 16 bytes more under kOverlapSoftmax and runs 2-4% slower; docs/tuning-log.md,
+// step 52). Same arithmetic, same results.
 //
 // PingPong (two consumer warpgroups only): the warpgroups take turns issuing their products,
 // through two named barriers, so that one's softmax runs while the other's products run instead
@@ -53,7 +57,7 @@ inline constexpr int kSm90MaxSmemBytes = 227 * 1024;  // per block, opt-in, on s
 inline constexpr int kSm90RegistersPerSm = 65536;
 inline constexpr int kSm90SubTileElements = 64;       // 128 bytes of 16-bit elements: a swizzle row
 
-enum class Sm90Schedule : int { kSequential, kOverlapSoftmax };
+enum class Sm90Schedule : int { kSequential, kOverlapSoftmax, kOverlapProducts };
 
 template <class Element, int HeadDim, int BlockN, int Stages = 2, int ConsumerWarpgroups = 2,
           int ProducerRegisters = 24, int ConsumerRegisters = 240,
@@ -94,6 +98,9 @@ struct Sm90TileConfig {
   static constexpr int kThreads = kWarpgroupThreads * (1 + ConsumerWarpgroups);
   static constexpr int kMinBlocksPerSm = 1;  // setmaxnreg needs both launch bounds
   static constexpr Sm90Schedule kSchedule = Schedule;
+  // S_j and P_(j-1) V_(j-1) issued together (kOverlapSoftmax or kOverlapProducts), and whether
+  // the softmax of S_j runs before the wait for the second (kOverlapSoftmax).
+  static constexpr bool kOverlapProducts = Schedule != Sm90Schedule::kSequential;
   static constexpr bool kOverlapSoftmax = Schedule == Sm90Schedule::kOverlapSoftmax;
   static constexpr bool kPingPong = PingPong;
   // One block per SM walking work tiles (PersistentScheduler): the producer loads the next

@@ -79,6 +79,20 @@ FLASHMMA_DEVICE void wgmma_wait_group() {
 #endif
 }
 
+// wgmma_wait_group<N>(), kept after the instructions that compute `value`. Within a basic block
+// ptxas places a wait as early as its wgmmas allow, ahead of independent work written before
+// it: the forward kernel's softmax of S_j, meant to run while P_(j-1) V_(j-1) computes, ran after
+// the wait instead (every Hopper forward kernel at d = 64, 128 and 256). A warp-uniform branch on
+// `value` ends the block once `value` is known, and the wait follows it. The branch is taken only
+// where `value` is NaN, and then sleeps for no time.
+template <int N>
+FLASHMMA_DEVICE void wgmma_wait_group_after(float value) {
+#if defined(FLASHMMA_SM90A_ENABLED)
+  if (__any_sync(0xffffffffu, value != value)) asm volatile("nanosleep.u32 0;\n" ::: "memory");
+#endif
+  wgmma_wait_group<N>();
+}
+
 // No instruction: an empty asm that claims to read and write each register of `registers`, so
 // nvcc keeps every access to them on its side of this point (CUTLASS's warpgroup_fence_operand).
 // Without it nvcc may schedule an accumulator read or write into the async window, where ptxas
