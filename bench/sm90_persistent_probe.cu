@@ -4,7 +4,7 @@
 //   B  their walking twins (::walking) without a workspace: one block a tile
 //   C  the twins with a tile counter in the workspace: walking where persistent_walk says
 //   D  the twins walking whatever the key length (one block per SM slot, the tile counter):
-//      what persistent_walk's key-tile limits are measured against
+//      what their Sm90WalkLimits are measured against
 // Every output and LSE of B, C and D is compared with A's bit for bit ("diffs": the count that
 // differ), then each is timed in interleaved rounds (PROBE_ROUNDS, default 7, of PROBE_ITERS
 // calls, default 10; the median round), bf16, B * N = 16k, H * d = 2048, and a few odd shapes.
@@ -34,21 +34,13 @@ static_assert(!D128::kPersistent && D128P::kPersistent && D64P::kPersistent, "")
 // D: forward<P>'s launch with the walk forced on (persistent_walk's limits not applied).
 template <class P, class Policy>
 Status forward_walking(const ForwardParams& params, void* workspace) {
-  using Kernel = ForwardKernelFor<P, Policy>;
-  using TileScheduler = typename Kernel::TileScheduler;
   static DeviceInfo device;
   static const bool queried = query_device(device).ok();
   if (!queried) return Status::error(ErrorCode::kInvalidArgument, "query_device failed");
-  SchedulerInputs in = detail::scheduler_inputs<P>(params, device);
-  in.concurrent_blocks = detail::blocks_per_sm<P>(device) * device.sm_count;
-  typename Kernel::Params kernel_params{
-      {},
-      detail::make_forward_args<__nv_bfloat16>(params),
-      Policy{},
-      TileScheduler::make_params(in, static_cast<unsigned long long*>(workspace),
-                                 next_launch_epoch())};
-  if (Status s = sm90::make_forward_tensor_maps<P>(params, kernel_params.maps); !s) return s;
-  return detail::launch_kernel<Kernel>(kernel_params, TileScheduler::grid(in), nullptr);
+  detail::PersistentWalk walk;
+  walk.blocks = detail::blocks_per_sm<P>(device) * device.sm_count;
+  walk.tile_counter = static_cast<unsigned long long*>(workspace);
+  return detail::launch_sm90_kernel<P, Policy>(params, Policy{}, device, walk, nullptr);
 }
 // Uniform values in [-1, 1) from a hash of the index.
 __global__ void fill(__nv_bfloat16* p, int64_t n, uint32_t seed) {

@@ -132,37 +132,57 @@ inline Status check_training_call(const ForwardParams& p, const char* entry) {
   return Status::success();
 }
 
-// Config's own kernel (one block per work tile, every key) on a validated call that its split
-// kernel does not take; kVariableLengths (Hopper configs): its kernel for variable lengths.
+// A Hopper config's kernel on a validated call, its blocks walking the tiles as `walk` says
+// (persistent configs; launch_dense_kernel's walk is persistent_walk's, a probe's may be forced)
+// or one per tile; kVariableLengths: its kernel for variable lengths.
 template <class Config, class Policy, class Dropout = NoDropout, bool kVariableLengths = false>
-Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
-                           const DeviceInfo& device, cudaStream_t stream) {
-  static_assert(!kVariableLengths || (IsSm90TileConfig<Config>::value && !Dropout::kEnabled),
+Status launch_sm90_kernel(const ForwardParams& params, const Policy& policy,
+                          const DeviceInfo& device, const PersistentWalk& walk,
+                          cudaStream_t stream) {
+  static_assert(IsSm90TileConfig<Config>::value, "launch_sm90_kernel runs Sm90TileConfig kernels");
+  static_assert(!kVariableLengths || !Dropout::kEnabled,
                 "variable lengths have a kernel of their own on Hopper configs, without dropout");
   using Kernel = std::conditional_t<kVariableLengths, Sm90VariableLengthKernelFor<Config, Policy>,
                                     ForwardKernelFor<Config, Policy, Dropout>>;
-  using Scheduler = SchedulerFor<Policy>;
-  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
-  const SchedulerInputs in = scheduler_inputs<Config>(params, device);
-  const ForwardArgs<typename Config::element_type> args =
-      make_forward_args<typename Config::element_type>(params);
-  if constexpr (IsSm90TileConfig<Config>::value) {
-    using TileScheduler = typename Kernel::TileScheduler;  // Scheduler, or its persistent walk
-    SchedulerInputs walk = in;
-    typename TileScheduler::Params scheduler;
-    if constexpr (Config::kPersistent) {
-      const PersistentWalk plan = persistent_walk<Config>(params, device, Policy::kMasks);
-      walk.concurrent_blocks = plan.blocks;
-      scheduler = TileScheduler::make_params(
-          walk, plan.tile_counter, plan.tile_counter != nullptr ? next_launch_epoch() : 0u);
-    } else {
-      scheduler = TileScheduler::make_params(walk);
-    }
-    typename Kernel::Params kernel_params{{}, args, policy, scheduler};
-    if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
-    return launch_kernel<Kernel>(kernel_params, TileScheduler::grid(walk), stream);
+  using TileScheduler = typename Kernel::TileScheduler;  // SchedulerFor<Policy>, or its walk
+  SchedulerInputs in = scheduler_inputs<Config>(params, device);
+  typename TileScheduler::Params scheduler;
+  if constexpr (Config::kPersistent) {
+    in.concurrent_blocks = walk.blocks;
+    scheduler = TileScheduler::make_params(
+        in, walk.tile_counter, walk.tile_counter != nullptr ? next_launch_epoch() : 0u);
   } else {
-    typename Kernel::Params kernel_params{args, policy, Scheduler::make_params(in)};
+    scheduler = TileScheduler::make_params(in);
+  }
+  typename Kernel::Params kernel_params{
+      {}, make_forward_args<typename Config::element_type>(params), policy, scheduler};
+  if (Status s = sm90::make_forward_tensor_maps<Config>(params, kernel_params.maps); !s) return s;
+  return launch_kernel<Kernel>(kernel_params, TileScheduler::grid(in), stream);
+}
+
+// Config's own kernel (one block per work tile, every key, or a persistent Hopper config's blocks
+// walking the tiles where persistent_walk says) on a validated call that its split kernel does
+// not take; kVariableLengths (Hopper configs): its kernel for variable lengths.
+template <class Config, class Policy, class Dropout = NoDropout, bool kVariableLengths = false>
+Status launch_dense_kernel(const ForwardParams& params, const Policy& policy,
+                           const DeviceInfo& device, cudaStream_t stream) {
+  static_assert(!kVariableLengths || IsSm90TileConfig<Config>::value,
+                "variable lengths have a kernel of their own on Hopper configs");
+  if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
+  if constexpr (IsSm90TileConfig<Config>::value) {
+    PersistentWalk walk;  // one block per tile
+    if constexpr (Config::kPersistent) {
+      walk = persistent_walk<Config>(params, device, Policy::kMasks);
+    }
+    return launch_sm90_kernel<Config, Policy, Dropout, kVariableLengths>(params, policy, device,
+                                                                         walk, stream);
+  } else {
+    using Kernel = ForwardKernelFor<Config, Policy, Dropout>;
+    using Scheduler = SchedulerFor<Policy>;
+    const SchedulerInputs in = scheduler_inputs<Config>(params, device);
+    typename Kernel::Params kernel_params{
+        make_forward_args<typename Config::element_type>(params), policy,
+        Scheduler::make_params(in)};
     return launch_kernel<Kernel>(kernel_params, Scheduler::grid(in), stream);
   }
 }

@@ -72,17 +72,19 @@ struct PersistentWalk {
   unsigned long long* tile_counter = nullptr;
 };
 
-// `masks`: the policy's kMasks. `assume_counter`: as if the workspace held the counter
-// (tile_counter stays nullptr).
+// `masks`: the policy's kMasks (which of Config's Sm90WalkLimits applies). `assume_counter`: as
+// if the workspace held the counter (tile_counter stays nullptr).
 template <class Config>
 PersistentWalk persistent_walk(const ForwardParams& p, const DeviceInfo& device, bool masks,
                                bool assume_counter = false) {
+  using Limits = Sm90WalkLimits<Config>;
   const SchedulerInputs in = scheduler_inputs<Config>(p, device);
   const bool countable = in.m_blocks * in.heads * in.batch <= 2147483647;
   const bool given = p.workspace != nullptr && p.workspace_bytes >= kTileCounterBytes;
   const bool counted = countable && (given || assume_counter);
   PersistentWalk walk;
-  walk.blocks = persistent_blocks(in, Config::kBlockN, masks,
+  walk.blocks = persistent_blocks(in, Config::kBlockN,
+                                  masks ? Limits::kMaskedKeyTiles : Limits::kKeyTiles,
                                   blocks_per_sm<Config>(device) * device.sm_count, counted);
   if (walk.blocks > 0 && counted && given) {
     walk.tile_counter = static_cast<unsigned long long*>(p.workspace);
@@ -90,16 +92,19 @@ PersistentWalk persistent_walk(const ForwardParams& p, const DeviceInfo& device,
   return walk;
 }
 
-// The workspace bytes of the tile counter a call on Config would walk with, under a policy
-// without a mask (the longer limit: a masked one may then run one block per tile); 0 where
-// Config is not persistent or the call runs one block per tile whatever it is given.
+// The workspace bytes of the tile counter a call on Config would walk with, under the policy
+// of the longer of its Sm90WalkLimits (a policy under the other may then run one block per
+// tile); 0 where Config is not persistent or the call runs one block per tile whatever it is
+// given.
 template <class Config>
 std::size_t tile_counter_bytes(const ForwardParams& p, const DeviceInfo& device) {
   if constexpr (IsSm90TileConfig<Config>::value) {
     if constexpr (Config::kPersistent) {
+      using Limits = Sm90WalkLimits<Config>;
+      constexpr bool kLongerMasked = Limits::kMaskedKeyTiles > Limits::kKeyTiles;
       const SchedulerInputs in = scheduler_inputs<Config>(p, device);
       const bool countable = in.m_blocks * in.heads * in.batch <= 2147483647;
-      return countable && persistent_walk<Config>(p, device, false, true).blocks > 0
+      return countable && persistent_walk<Config>(p, device, kLongerMasked, true).blocks > 0
                  ? kTileCounterBytes
                  : 0;
     }

@@ -228,23 +228,22 @@ TEST_CASE("persistent_blocks walks short key ranges with a counter, one block pe
   in.batch = 16;
   in.seqlen_k = 1024;
   const int64_t slots = 132;
-  for (const bool masks : {false, true}) {
-    CAPTURE(masks);
-    const int64_t limit =
-        masks ? flashmma::kPersistentMaxMaskedKeyTiles : flashmma::kPersistentMaxKeyTiles;
+  for (const int64_t limit : {16, 32, 128}) {
+    CAPTURE(limit);
     in.seqlen_k = 1024;
-    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, true) == slots);
-    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, false) == 0);  // no counter
+    CHECK(flashmma::persistent_blocks(in, 128, limit, slots, true) == slots);
+    CHECK(flashmma::persistent_blocks(in, 128, limit, slots, false) == 0);  // no counter
     in.seqlen_k = 128 * limit;
-    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, true) == slots);
+    CHECK(flashmma::persistent_blocks(in, 128, limit, slots, true) == slots);
+    CHECK(flashmma::persistent_blocks(in, 64, limit, slots, true) == 0);  // twice the key tiles
     in.seqlen_k += 1;  // one key tile more
-    CHECK(flashmma::persistent_blocks(in, 128, masks, slots, true) == 0);
+    CHECK(flashmma::persistent_blocks(in, 128, limit, slots, true) == 0);
   }
   in.seqlen_k = 1024;
   in.batch = 1;  // 128 tiles: fewer than the slots
-  CHECK(flashmma::persistent_blocks(in, 128, false, slots, true) == 0);
+  CHECK(flashmma::persistent_blocks(in, 128, 32, slots, true) == 0);
   in.m_blocks = 1 << 20;  // past the grid's limit: walked, on the snake without a counter
   in.heads = 1 << 12;
   in.seqlen_k = 1 << 20;
-  CHECK(flashmma::persistent_blocks(in, 128, true, slots, false) == slots);
+  CHECK(flashmma::persistent_blocks(in, 128, 32, slots, false) == slots);
 }

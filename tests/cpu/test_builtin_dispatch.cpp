@@ -371,15 +371,18 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("ping-pong, persistent, sm_90a>") &&
                            EndsWith("FullAttention, PlainScheduler> on 132 blocks walking its tiles"));
-    // The causal mask walks up to kPersistentMaxMaskedKeyTiles key tiles.
+    // The causal mask walks up to the twin's Sm90WalkLimits::kMaskedKeyTiles (32) key tiles.
+    using Walking128 = flashmma::Sm90DefaultConfig<__half, 128>::walking;
+    static_assert(flashmma::Sm90WalkLimits<Walking128>::kMaskedKeyTiles == 32, "");
+    static_assert(flashmma::Sm90WalkLimits<Walking128>::kKeyTiles == 32, "");
     p.mask = MaskKind::kCausal;
-    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains("CausalMask, HeaviestFirstScheduler>") && !Contains("walking"));
-    p.seqlen_k = 128 * flashmma::kPersistentMaxMaskedKeyTiles;
-    p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel,
                EndsWith("CausalMask, HeaviestFirstScheduler> on 132 blocks walking its tiles"));
+    p.seqlen_k = 128 * 32 + 1;
+    p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("CausalMask, HeaviestFirstScheduler>") && !Contains("walking"));
     // Other policies, and a workspace too small for the counter: one block per tile.
     p.window_left = 100;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
@@ -389,10 +392,10 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     p.workspace_bytes = flashmma::kTileCounterBytes - 1;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, !Contains("walking"));
-    // Unmasked, one key tile more than kPersistentMaxKeyTiles: one block per tile.
+    // Unmasked, one key tile more than the twin's kKeyTiles: one block per tile.
     p.workspace_bytes = flashmma::kTileCounterBytes;
     p.mask = MaskKind::kNone;
-    p.seqlen_k = 128 * flashmma::kPersistentMaxKeyTiles + 1;
+    p.seqlen_k = 128 * 32 + 1;
     p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 128);
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, StartsWith("sm90::ForwardKernel<") && !Contains("walking"));
@@ -417,13 +420,30 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, EndsWith("FullAttention, PlainScheduler, VariableLengths>") &&
                            !Contains("persistent"));
-    // d = 64 walks too (192-row tiles); d = 256 has no walking twin.
+    // d = 64 walks too (192-row tiles), up to 128 key tiles unmasked and 32 causal; d = 256 has
+    // no walking twin.
     p = described_call(64);
     p.batch = 4;
     p.workspace = reinterpret_cast<void*>(0x100000);
     p.workspace_bytes = flashmma::kTileCounterBytes;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("HeadDim 64") && EndsWith("on 132 blocks walking its tiles"));
+    for (const int64_t key_tiles : {32, 33, 128, 129}) {
+      for (const MaskKind mask : {MaskKind::kNone, MaskKind::kCausal}) {
+        CAPTURE(key_tiles, mask == MaskKind::kCausal);
+        p.mask = mask;
+        p.seqlen_k = 128 * key_tiles;
+        p.k_strides = p.v_strides = flashmma::bshd_strides(p.seqlen_k, 4, 64);
+        REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+        const bool walks = key_tiles <= (mask == MaskKind::kCausal ? 32 : 128);
+        CHECK((kernel.find("blocks walking its tiles") != std::string::npos) == walks);
+        // The workspace asked for: the counter wherever either limit walks.
+        using Walking64 = flashmma::Sm90DefaultConfig<__half, 64>::walking;
+        CHECK(flashmma::detail::tile_counter_bytes<Walking64>(p, h200) ==
+              (key_tiles <= 128 ? flashmma::kTileCounterBytes : 0));
+      }
+    }
+    p.mask = MaskKind::kNone;
     p = described_call(256);
     p.batch = 4;
     p.workspace = reinterpret_cast<void*>(0x100000);

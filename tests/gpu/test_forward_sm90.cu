@@ -211,7 +211,7 @@ TEMPLATE_LIST_TEST_CASE("persistent walk: small shapes", "[gpu][forward][sm90][p
 // it against the reference); with one, its blocks walk the tiles, taking each next one from the
 // counter in the workspace: the same bits, whatever the counter held before, call after call,
 // and replayed from a CUDA graph. Every shape has more tiles than an H200 has SMs, and keys within
-// the walk's limits (kPersistentMaxMaskedKeyTiles with the causal mask, kPersistentMaxKeyTiles
+// the walk's limits (the config's Sm90WalkLimits: kMaskedKeyTiles with the causal mask, kKeyTiles
 // without; the last two at exactly those).
 TEMPLATE_LIST_TEST_CASE("a persistent config's blocks walk the tiles with the same results",
                         "[gpu][forward][sm90][persistent]", PersistentConfigs) {
@@ -220,8 +220,9 @@ TEMPLATE_LIST_TEST_CASE("a persistent config's blocks walk the tiles with the sa
   constexpr int64_t d = TestType::kHeadDim;
   DeviceBuffer<unsigned char> workspace(static_cast<int64_t>(flashmma::kTileCounterBytes));
   flashmma::test::poison(workspace);  // needs no initialization
-  const int64_t key_limit = 128 * flashmma::kPersistentMaxKeyTiles;  // BlockN 128
-  const int64_t masked_key_limit = 128 * flashmma::kPersistentMaxMaskedKeyTiles;
+  using Limits = flashmma::Sm90WalkLimits<TestType>;
+  const int64_t key_limit = TestType::kBlockN * Limits::kKeyTiles;
+  const int64_t masked_key_limit = TestType::kBlockN * Limits::kMaskedKeyTiles;
   for (const AttentionCase& c :
        {flashmma::test::make_case(3, 1000, 1000, 12, 4, d, true, Layout::kBSHD),
         flashmma::test::make_case(2, 1536, 700, 16, 16, d, false, Layout::kBHSD),

@@ -297,30 +297,19 @@ inline uint32_t next_launch_epoch() {
 // The bytes of workspace a persistent walk's tile counter takes (one 64-bit word, in a unit of
 // the workspace's 256-byte alignment).
 constexpr std::size_t kTileCounterBytes = 256;
-// The longest key range (in key tiles) whose tiles walk persistently, without a mask and with
-// one. A persistent block hides a tile's start and end (Q and the first K/V loaded during the
-// previous tile, O stored during the next) behind its own products; on an H200 that gains
-// 4-26% where a tile walks 8-16 key tiles and 1-9% at 32 unmasked
-// (traits/sm90_default_configs.hpp; docs/tuning-log.md, steps 47 and 51). Walking forced past
-// these limits measured 2-6% faster at 32 causal key tiles and 0-6% at 64 (step 51): not yet
-// taken up here.
-constexpr int64_t kPersistentMaxKeyTiles = 32;
-constexpr int64_t kPersistentMaxMaskedKeyTiles = 16;
-
 // How many blocks walk a persistent kernel's tiles (SchedulerInputs::concurrent_blocks): the
-// `slots` the GPU runs at once where walking measured faster (more tiles than slots, few key
-// tiles of `block_n` keys each, `masks`: the policy hides keys, and a tile counter to balance
-// the blocks: a fixed snake lost up to 20% on long causal rows), else 0, one block per tile.
-// Beyond the grid's 2^31 - 1 blocks the tiles are walked whatever their length, on the snake
-// if there is no counter.
-inline int64_t persistent_blocks(const SchedulerInputs& in, int64_t block_n, bool masks,
-                                 int64_t slots, bool has_tile_counter) {
+// `slots` the GPU runs at once where walking measured faster (more tiles than slots, at most
+// `max_key_tiles` key tiles of `block_n` keys each: the config's Sm90WalkLimits, and a tile
+// counter to balance the blocks: a fixed snake lost up to 20% on long causal rows), else 0, one
+// block per tile. Beyond the grid's 2^31 - 1 blocks the tiles are walked whatever their length,
+// on the snake if there is no counter.
+inline int64_t persistent_blocks(const SchedulerInputs& in, int64_t block_n,
+                                 int64_t max_key_tiles, int64_t slots, bool has_tile_counter) {
   const int64_t tiles = TileCounts{in.m_blocks, in.heads, in.batch}.tiles();
   constexpr int64_t kMaxGrid = 2147483647;
   if (tiles > kMaxGrid) return slots;
   const int64_t key_tiles = (in.seqlen_k + block_n - 1) / block_n;
-  const int64_t limit = masks ? kPersistentMaxMaskedKeyTiles : kPersistentMaxKeyTiles;
-  return has_tile_counter && tiles > slots && key_tiles <= limit ? slots : 0;
+  return has_tile_counter && tiles > slots && key_tiles <= max_key_tiles ? slots : 0;
 }
 
 // Split-KV (attention/split_kv.hpp): block x of the grid is split x % splits of query tile

@@ -171,6 +171,21 @@ struct IsSm90TileConfig : std::false_type {};
 template <class E, int D, int N, int S, int C, int P, int R, Sm90Schedule K, bool G, bool T>
 struct IsSm90TileConfig<Sm90TileConfig<E, D, N, S, C, P, R, K, G, T>> : std::true_type {};
 
+// The longest key range, in key tiles of Config::kBlockN keys, over which a persistent Config's
+// blocks walk the tiles (launch_plan.hpp's persistent_walk), without a mask (kKeyTiles) and with
+// one (kMaskedKeyTiles); longer ranges run one block per tile. A walking block hides a tile's
+// start and end (Q and the first K/V loaded during the previous tile, O stored during the next)
+// behind its own products, which matters less as a tile's products grow. These defaults are
+// the d = 128 default's twin's, measured (bf16, B * N = 16k, H * d = 2048; docs/tuning-log.md,
+// steps 51 and 53): walking against one block per tile, +2-5.5% at 32 causal key tiles (H200)
+// and +3-7% (H100), 0-1% at 64 (H200), -1-2% at 128 (H200). A config of one's own may specialize
+// this trait with its own measurements (traits/sm90_default_configs.hpp does for d = 64's twin).
+template <class Config>
+struct Sm90WalkLimits {
+  static constexpr int64_t kKeyTiles = 32;
+  static constexpr int64_t kMaskedKeyTiles = 32;
+};
+
 // Every config forward<Config> accepts: the portable TileConfig and the Hopper one.
 template <class T>
 struct IsForwardConfig
