@@ -301,12 +301,12 @@ TEST_CASE("forward(params) runs packed prefill on the Hopper kernel",
         check_varlen_outputs(t, reference_policy(v, slopes, t.params));
 
         // With the workspace forward_workspace_bytes names (left as garbage): the d = 64 and
-        // 128 defaults' walking twins where their blocks walk (the long shape, unmasked: 17 key
-        // tiles are over the masked limit), the same results. (The short shapes, with fewer
+        // 128 defaults' walking twins where their blocks walk (the long shape: 17 key tiles,
+        // within both of their Sm90WalkLimits), the same results. (The short shapes, with fewer
         // tiles than SMs, may split their keys on the split kernel once given the workspace.)
         {
           const bool twin = head_dim == 64 || head_dim == 128;
-          const bool walks = twin && shape_ptr == &long_shape && !v.causal;
+          const bool walks = twin && shape_ptr == &long_shape;
           ForwardParams walked = t.params;
           DeviceBuffer<unsigned char> workspace;
           REQUIRE(give_workspace(walked, workspace).ok());
