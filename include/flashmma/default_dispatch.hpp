@@ -194,9 +194,9 @@ std::string describe_config() {
        << Config::kBlockN << ", " << Config::kStages << " stages, "
        << Config::kConsumerWarpgroups << " consumer warpgroups, registers "
        << Config::kProducerRegisters << "/" << Config::kConsumerRegisters << ", "
-       << (Config::kOverlapSoftmax    ? "softmax overlapped"
-           : Config::kOverlapProducts ? "products overlapped"
-                                      : "sequential")
+       << (Config::kOverlapSoftmax            ? "softmax overlapped"
+           : Config::kIssuesProductsTogether ? "products overlapped"
+                                              : "sequential")
        << (Config::kPingPong ? ", ping-pong" : "") << (Config::kPersistent ? ", persistent" : "")
        << ", "
        << Config::arch_tag::kName << ">";

@@ -627,7 +627,7 @@ struct ForwardKernel {
     ptx::sm90::mbarrier_wait_parity(smem.q_full(q_slot), q_parity_of(q_round));
     if (q_round == 0) c.grant_first_turn();
     c.pass(0, c.begin);
-    if constexpr (Config::kOverlapProducts) {
+    if constexpr (Config::kIssuesProductsTogether) {
       c.run_overlapped();
     } else {
       c.run_sequential();

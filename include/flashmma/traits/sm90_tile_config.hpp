@@ -98,9 +98,9 @@ struct Sm90TileConfig {
   static constexpr int kThreads = kWarpgroupThreads * (1 + ConsumerWarpgroups);
   static constexpr int kMinBlocksPerSm = 1;  // setmaxnreg needs both launch bounds
   static constexpr Sm90Schedule kSchedule = Schedule;
-  // S_j and P_(j-1) V_(j-1) issued together (kOverlapSoftmax or kOverlapProducts), and whether
-  // the softmax of S_j runs before the wait for the second (kOverlapSoftmax).
-  static constexpr bool kOverlapProducts = Schedule != Sm90Schedule::kSequential;
+  // S_j and P_(j-1) V_(j-1) issued together (Sm90Schedule::kOverlapSoftmax or kOverlapProducts),
+  // and whether the softmax of S_j runs before the wait for the second (kOverlapSoftmax).
+  static constexpr bool kIssuesProductsTogether = Schedule != Sm90Schedule::kSequential;
   static constexpr bool kOverlapSoftmax = Schedule == Sm90Schedule::kOverlapSoftmax;
   static constexpr bool kPingPong = PingPong;
   // One block per SM walking work tiles (PersistentScheduler): the producer loads the next
