@@ -350,17 +350,6 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, Contains("SlidingWindow, SplitScheduler> in 1 split"));
   }
-  SECTION("d = 64's walking twin waits for P V before the softmax; its one-tile default does not") {
-    ForwardParams p = described_call(64);
-    p.batch = 4;  // 22 query tiles of 192 rows x 4 heads x 4; 32 key tiles
-    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains("softmax overlapped, sm_90a>") && !Contains("walking"));
-    p.workspace = reinterpret_cast<void*>(0x100000);
-    p.workspace_bytes = flashmma::kTileCounterBytes;
-    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains("products overlapped, persistent, sm_90a>") &&
-                           EndsWith("blocks walking its tiles"));
-  }
   SECTION("the d = 64 and 128 defaults' walking twins, where a workspace holds the counter") {
     ForwardParams p = described_call(128);
     p.batch = 4;  // 32 query tiles x 4 heads x 4: 512 tiles for 132 SMs; 32 key tiles
@@ -420,14 +409,20 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
     CHECK_THAT(kernel, EndsWith("FullAttention, PlainScheduler, VariableLengths>") &&
                            !Contains("persistent"));
-    // d = 64 walks too (192-row tiles), up to 128 key tiles unmasked and 32 causal; d = 256 has
-    // no walking twin.
+    // d = 64 walks too (192-row tiles), up to 128 key tiles unmasked and 32 causal; its twin
+    // waits for P V before the softmax, its one-tile default does not. d = 256 has no walking
+    // twin.
     p = described_call(64);
-    p.batch = 4;
+    p.batch = 4;  // 22 query tiles of 192 rows x 4 heads x 4; 32 key tiles
+    REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
+    CHECK_THAT(kernel, Contains("softmax overlapped, sm_90a>") && !Contains("walking"));
     p.workspace = reinterpret_cast<void*>(0x100000);
     p.workspace_bytes = flashmma::kTileCounterBytes;
     REQUIRE(flashmma::describe_default_kernel(p, h200, true, kernel).ok());
-    CHECK_THAT(kernel, Contains("HeadDim 64") && EndsWith("on 132 blocks walking its tiles"));
+    CHECK_THAT(kernel, Contains("HeadDim 64") &&
+                           Contains("products overlapped, persistent, sm_90a>") &&
+                           EndsWith("on 132 blocks walking its tiles"));
+    using Walking64 = flashmma::Sm90DefaultConfig<__half, 64>::walking;
     for (const int64_t key_tiles : {32, 33, 128, 129}) {
       for (const MaskKind mask : {MaskKind::kNone, MaskKind::kCausal}) {
         CAPTURE(key_tiles, mask == MaskKind::kCausal);
@@ -438,12 +433,10 @@ TEST_CASE("variable lengths and paged caches: the split kernel, or the Hopper on
         const bool walks = key_tiles <= (mask == MaskKind::kCausal ? 32 : 128);
         CHECK((kernel.find("blocks walking its tiles") != std::string::npos) == walks);
         // The workspace asked for: the counter wherever either limit walks.
-        using Walking64 = flashmma::Sm90DefaultConfig<__half, 64>::walking;
         CHECK(flashmma::detail::tile_counter_bytes<Walking64>(p, h200) ==
               (key_tiles <= 128 ? flashmma::kTileCounterBytes : 0));
       }
     }
-    p.mask = MaskKind::kNone;
     p = described_call(256);
     p.batch = 4;
     p.workspace = reinterpret_cast<void*>(0x100000);
