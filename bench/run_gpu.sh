@@ -79,13 +79,17 @@ rm -f "$STEP_LOGS"/*
 note() { echo "$*" | tee -a "$LOG"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
+# left_out NAME: whether SKIP_STEPS names the step (then step() records it as skipped, and a
+# missing binary it would have run is no failure).
+left_out() { [[ " ${SKIP_STEPS:-} " == *" $1 "* ]]; }
+
 # step NAME COMMAND...: runs COMMAND with its output in a step log, then appends that log to
 # run_gpu.log and records the exit status. Safe to run in the background.
 step() {
   local name=$1
   shift
   local start end status
-  if [[ " ${SKIP_STEPS:-} " == *" $name "* ]]; then
+  if left_out "$name"; then
     echo "left out by SKIP_STEPS" > "$STEP_LOGS/$name.log"
     echo "$name skip 0" > "$STEP_LOGS/$name.status"
     return 0
@@ -188,12 +192,13 @@ if [ -z "${PREBUILT:-}" ]; then
 fi
 step torch_build build_torch_extension &
 torch_pid=$!
-wait ${bench_pid:-} "$torch_pid"
+[ -n "${bench_pid:-}" ] && wait "$bench_pid"
+wait "$torch_pid"
 [ -z "${PREBUILT:-}" ] && finish bench_build
 finish torch_build
 
 # --- runs -----------------------------------------------------------------------------------------
-if [ -x "$BUILD_DIR/bench/flashmma_bench" ]; then
+if [ -x "$BUILD_DIR/bench/flashmma_bench" ] || left_out bench_fa2; then
   # shellcheck disable=SC2086  # BENCH_ARGS is split on purpose
   step bench_fa2 "$BUILD_DIR/bench/flashmma_bench" --preset fa2 --dtype both --format csv \
     --out "$OUTDIR/bench_fa2.csv" ${BENCH_ARGS:-}
@@ -202,7 +207,7 @@ else
   skip bench_fa2 "flashmma_bench was not built"
   FAILED+=(bench_fa2)
 fi
-if [ -x "$BUILD_DIR/bench/flashmma_mma_peak" ]; then
+if [ -x "$BUILD_DIR/bench/flashmma_mma_peak" ] || left_out mma_peak; then
   step mma_peak "$BUILD_DIR/bench/flashmma_mma_peak"
   finish mma_peak
 else
