@@ -32,7 +32,8 @@
 # tree configured with this source path and compiled elsewhere, unpacked at the path it was built
 # in: the build step is left out, so that a GPU machine's time goes to running; its
 # build-machine tests, compile_fail, consumer, kernel_symbols and the ptxas reports, are left
-# out too, and so are the tests whose executables the packed tree lacks), CTEST_ARGS (ctest arguments, e.g. -R to run a few; they replace that default).
+# out too, and so are the tests whose executables the packed tree lacks), CTEST_ARGS (ctest
+# arguments, e.g. -R to run a few; they replace that default).
 set -u
 if [ $# -ne 1 ]; then
   echo "usage: bash tests/run_gpu_suite.sh OUTDIR" >&2
