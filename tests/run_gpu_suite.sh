@@ -61,13 +61,13 @@ build() {
   bounded_build 480 "${targets[@]}"
 }
 
-# The tests of BUILD whose executable is absent, as NAME|NAME|... (CTest lists such a test with
-# no command).
+# The tests of BUILD whose executable is absent, as a regex alternation NAME|NAME|... with each
+# name escaped (CTest lists such a test with no command).
 missing_test_executables() {
   ctest --test-dir "$1" --show-only=json-v1 2>/dev/null | python3 -c '
-import json, sys
+import json, re, sys
 tests = json.load(sys.stdin).get("tests", [])
-print("|".join(t["name"] for t in tests if not t.get("command")))'
+print("|".join(re.escape(t["name"]) for t in tests if not t.get("command")))'
 }
 
 run_ctest() {
@@ -78,10 +78,11 @@ run_ctest() {
     args='-E ^(compile_fail|consumer)|kernel_symbols|ptxas_report'
     # So do the tests whose executable a packed tree left out (pack_build.sh's EXCLUDE, for a
     # size limit): named here, so that the ctest line counts only what could run.
-    local absent
+    local absent names
     absent=$(missing_test_executables "$BUILD")
     if [ -n "$absent" ]; then
-      echo "ctest: left out, their executables not in the prebuilt tree: ${absent//|/ }"
+      names=${absent//|/ }
+      echo "ctest: left out, their executables not in the prebuilt tree: ${names//\\/}"
       args="$args|^($absent)\$"
     fi
   fi
