@@ -10,11 +10,9 @@
 // calls, default 10; the median round), bf16, B * N = 16k, H * d = 2048, and a few odd shapes.
 //   cmake --build BUILD --target flashmma_sm90_persistent_probe
 //   BUILD/bench/flashmma_sm90_persistent_probe
-// PROBE_D64_CANDIDATES=1 runs instead the candidate twins for the d = 64 rows furthest below
-// cuDNN (docs/perf.md, "Rows below cuDNN in this sweep"), each as the P of a run against the
-// one-tile default: the twin of today, the twin with a third K/V stage, and 128-row twins on two
-// consumer warpgroups with ping-pong (two and three stages), at N = 1k, 2k, 4k causal and 1k
-// without a mask.
+// PROBE_D64_CANDIDATES=1 runs instead d = 64's twin and the twin with a third K/V stage, each as
+// the P of a run against the one-tile default, at N = 1k to 16k with and without the mask
+// (docs/tuning-log.md, step 54: where the third stage pays).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -173,32 +171,23 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
   }
   cudaFree(ws);
 }
-// The d = 64 candidates (PROBE_D64_CANDIDATES). The three-stage twin walks as far as the twin.
+// The d = 64 candidate (PROBE_D64_CANDIDATES): the twin with a third K/V stage, walking as far as
+// the twin.
 using D64P3 = Sm90TileConfig<__nv_bfloat16, 64, 128, 3, 3, 24, 160,
                              Sm90Schedule::kOverlapProducts, /*PingPong=*/false,
                              /*Persistent=*/true>;
-using D64W2 = Sm90TileConfig<__nv_bfloat16, 64, 128, 2, 2, 24, 240,
-                             Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true, /*Persistent=*/true>;
-using D64W2S3 = Sm90TileConfig<__nv_bfloat16, 64, 128, 3, 2, 24, 240,
-                               Sm90Schedule::kOverlapSoftmax, /*PingPong=*/true,
-                               /*Persistent=*/true>;
 namespace flashmma {
 template <>
 struct Sm90WalkLimits<D64P3> : Sm90WalkLimits<D64P> {};
 }  // namespace flashmma
 void run_d64_candidates(int rounds) {
   for (int causal = 1; causal >= 0; --causal) {
-    for (int64_t n : {1024, 2048, 4096}) {
-      if (!causal && n > 1024) continue;
+    for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
       const int64_t b = 16384 / n;
-      printf("-- the twin (three consumer warpgroups, two stages)\n");
+      printf("-- the twin (two stages)\n");
       run<D64, D64P>(b, 32, n, 64, causal, 3, rounds);
-      printf("-- three consumer warpgroups, three stages\n");
+      printf("-- three stages\n");
       run<D64, D64P3>(b, 32, n, 64, causal, 3, rounds);
-      printf("-- two consumer warpgroups with ping-pong, two stages\n");
-      run<D64, D64W2>(b, 32, n, 64, causal, 3, rounds);
-      printf("-- two consumer warpgroups with ping-pong, three stages\n");
-      run<D64, D64W2S3>(b, 32, n, 64, causal, 3, rounds);
     }
   }
 }
