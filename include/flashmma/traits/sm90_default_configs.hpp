@@ -29,15 +29,20 @@ constexpr bool has_sm90_default(int kernel_head_dim) {
 }
 
 // d = 64's walking twin. It waits for P V before the softmax: with 160 registers it spills 16
-// bytes more and ran 2-4% slower with the softmax overlapped (docs/tuning-log.md, step 52).
+// bytes more and ran 2-4% slower with the softmax overlapped (docs/tuning-log.md, step 52). Three
+// K/V stages (172 KB of shared memory with its two Q slots): on an H100, walking, against one
+// block per tile, 1.211x at causal N = 1k where two stages gave 1.138x, 1.118x at 2k (1.074x),
+// 0.983x at 4k (1.006x), and 1.165x at N = 1k without the mask (1.167x) (step 54).
 template <class Element>
 using Sm90WalkingTwin64 =
-    Sm90TileConfig<Element, 64, 128, 2, 3, 24, 160, Sm90Schedule::kOverlapProducts,
+    Sm90TileConfig<Element, 64, 128, /*Stages=*/3, 3, 24, 160, Sm90Schedule::kOverlapProducts,
                    /*PingPong=*/false, /*Persistent=*/true>;
 
-// Its products are half the d = 128 twin's, so walking pays longer: forced to walk, it measured
-// +3-6% over one block per tile at 64 and 128 unmasked key tiles (H200, step 51; H100 +3.5-5%
-// at 64 and 128, step 53), but -2.5 to -3% at 64 causal key tiles on the H100 (step 53).
+// Its products are half the d = 128 twin's, so walking pays longer: forced to walk, the two-stage
+// twin measured +3-6% over one block per tile at 64 and 128 unmasked key tiles (H200, step 51;
+// H100 +3.5-5% at 64 and 128, step 53); under the causal mask +5-6% at 32 key tiles (H200,
+// step 51) but -2.5 to -3% at 64 (H100, step 53). The three-stage twin keeps these limits (at 32
+// causal key tiles, on the H100, 0.98x one block per tile, the two-stage twin 1.01x; step 54).
 template <class Element>
 struct Sm90WalkLimits<Sm90WalkingTwin64<Element>> {
   static constexpr int64_t kKeyTiles = 128;
@@ -46,16 +51,16 @@ struct Sm90WalkLimits<Sm90WalkingTwin64<Element>> {
 
 // Sm90DefaultConfig<Element, HeadDim>::type is the Hopper default of a kernel head dim that has
 // one; kAvailable says whether it does. Where kWalks, `walking` is the same tile persistent
-// (Sm90TileConfig's Persistent; d = 64's with a schedule of its own): forward(params) runs it
-// instead, without a mask or with the causal one (dense batches and packed sequences), on a call
-// whose blocks walk the tiles (launch_plan.hpp's persistent_walk: a workspace for the tile counter,
-// more tiles than SMs, and key tiles within the twin's Sm90WalkLimits). Measured on an H200 (bf16,
-// B * N = 16k, H * d = 2048, the two-Q-slot kernels of docs/tuning-log.md step 51), walking against
-// one block per tile, N = 1k / 2k / 4k: d = 128 1.124 / 1.05 / 1.011, causal 1.263 / 1.04-1.12 (and
-// 1.02-1.055 forced at 4k, which walks since step 53); d = 64 1.22 / 1.15 / 1.09, causal 1.18 /
-// 1.137 (and 1.05-1.06 forced at 4k, walked since step 53). Where it does not walk, the twin run
-// one block per tile measured 0.92-0.98x `type` at d = 128 and 0.98-1.03x at d = 64, so `type`
-// stays the one-tile default.
+// (Sm90TileConfig's Persistent; d = 64's with a schedule and three stages of its own):
+// forward(params) runs it instead, without a mask or with the causal one (dense batches and packed
+// sequences), on a call whose blocks walk the tiles (launch_plan.hpp's persistent_walk: a workspace
+// for the tile counter, more tiles than SMs, and key tiles within the twin's Sm90WalkLimits).
+// Measured on an H200 (bf16, B * N = 16k, H * d = 2048, the two-Q-slot kernels of
+// docs/tuning-log.md step 51), walking against one block per tile, N = 1k / 2k / 4k: d = 128
+// 1.124 / 1.05 / 1.011, causal 1.263 / 1.04-1.12 (and 1.02-1.055 forced at 4k, which walks since
+// step 53); d = 64 1.22 / 1.15 / 1.09, causal 1.18 / 1.137 (and 1.05-1.06 forced at 4k, walked
+// since step 53). Where it does not walk, the twin run one block per tile measured 0.92-0.98x
+// `type` at d = 128 and 0.98-1.03x at d = 64, so `type` stays the one-tile default.
 template <class Element, int HeadDim, bool kHasDefault = has_sm90_default(HeadDim)>
 struct Sm90DefaultConfig {
   static constexpr bool kAvailable = false;
