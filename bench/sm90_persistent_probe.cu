@@ -10,9 +10,6 @@
 // calls, default 10; the median round), bf16, B * N = 16k, H * d = 2048, and a few odd shapes.
 //   cmake --build BUILD --target flashmma_sm90_persistent_probe
 //   BUILD/bench/flashmma_sm90_persistent_probe
-// PROBE_D64_CANDIDATES=1 runs instead d = 64's twin and the twin with a third K/V stage, each as
-// the P of a run against the one-tile default, at N = 1k to 16k with and without the mask
-// (docs/tuning-log.md, step 54: where the third stage pays).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -171,32 +168,8 @@ void run(int64_t b, int64_t h, int64_t n, int64_t d, bool causal, int sets, int 
   }
   cudaFree(ws);
 }
-// The d = 64 candidate (PROBE_D64_CANDIDATES): the twin with a third K/V stage, walking as far as
-// the twin.
-using D64P3 = Sm90TileConfig<__nv_bfloat16, 64, 128, 3, 3, 24, 160,
-                             Sm90Schedule::kOverlapProducts, /*PingPong=*/false,
-                             /*Persistent=*/true>;
-namespace flashmma {
-template <>
-struct Sm90WalkLimits<D64P3> : Sm90WalkLimits<D64P> {};
-}  // namespace flashmma
-void run_d64_candidates(int rounds) {
-  for (int causal = 1; causal >= 0; --causal) {
-    for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
-      const int64_t b = 16384 / n;
-      printf("-- the twin (two stages)\n");
-      run<D64, D64P>(b, 32, n, 64, causal, 3, rounds);
-      printf("-- three stages\n");
-      run<D64, D64P3>(b, 32, n, 64, causal, 3, rounds);
-    }
-  }
-}
 int main() {
   const int rounds = getenv("PROBE_ROUNDS") ? atoi(getenv("PROBE_ROUNDS")) : 7;
-  if (getenv("PROBE_D64_CANDIDATES")) {
-    run_d64_candidates(rounds);
-    return 0;
-  }
   for (int causal = 0; causal < 2; ++causal) {
     for (int64_t n : {1024, 2048, 4096, 8192, 16384})
       run<D128, D128P>(16384 / n, 16, n, 128, causal, 3, rounds);
