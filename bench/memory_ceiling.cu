@@ -22,6 +22,7 @@
 //              32 query heads over 8 KV heads, d = 128, bf16): forward<SplitKernelConfig> with
 //              the split count it chooses and its workspace, the call perf.md's decode rows time
 // Blocks per SM: 1, 2 or 4 for the load readers, as given in each row.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,13 +31,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <cuda_bf16.h>
-
-#include <functional>
 
 #include "device_buffer.hpp"
 #include "flashmma/flashmma.cuh"
