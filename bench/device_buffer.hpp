@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// What flashmma_bench and its output check share: CUDA errors as exceptions, and an owned device
-// allocation.
+// What the benchmark programs share: CUDA errors as exceptions, an owned device allocation and a
+// pair of timing events.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,6 +51,34 @@ class DeviceBuffer {
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+// Two CUDA events around timed work: record start(), the work, stop(); elapsed_ms() once both
+// have completed.
+class EventPair {
+ public:
+  EventPair() {
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+  float elapsed_ms() const {
+    float ms = 0.f;
+    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
 };
 
 }  // namespace flashmma_bench

@@ -76,33 +76,7 @@ struct UsageError : std::runtime_error {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Device helpers: timing events, random fill, non-finite count
-
-class EventPair {
- public:
-  EventPair() {
-    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
-  }
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-
-  cudaEvent_t start() const { return start_; }
-  cudaEvent_t stop() const { return stop_; }
-  float elapsed_ms() const {
-    float ms = 0.f;
-    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr;
-  cudaEvent_t stop_ = nullptr;
-};
+// Device helpers: random fill, non-finite count
 
 __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

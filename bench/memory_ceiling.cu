@@ -45,6 +45,7 @@ namespace {
 
 using flashmma_bench::check_cuda;
 using flashmma_bench::DeviceBuffer;
+using flashmma_bench::EventPair;
 
 constexpr int kThreads = 256;
 constexpr int kVectorsInFlight = 8;  // 16-byte loads a thread issues before it uses any
@@ -187,31 +188,6 @@ struct Timing {
   float queued_mean_us;
 };
 
-class EventPair {
- public:
-  EventPair() {
-    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
-  }
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  cudaEvent_t start() const { return start_; }
-  cudaEvent_t stop() const { return stop_; }
-  float milliseconds() const {
-    float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr;
-  cudaEvent_t stop_ = nullptr;
-};
-
 // One call of a row on input set `set`.
 using Call = std::function<void(int set)>;
 
@@ -296,8 +272,8 @@ Timing time_calls(const Call& call, int sets, int iters, int rounds) {
     check_cuda(cudaEventRecord(queue.stop()), "cudaEventRecord");
     check_cuda(cudaDeviceSynchronize(), "the timed calls");
     check_cuda(cudaGetLastError(), "the timed calls");
-    for (const EventPair& e : events) per_call.push_back(e.milliseconds() * 1000.f);
-    queued.push_back(queue.milliseconds() * 1000.f / iters);
+    for (const EventPair& e : events) per_call.push_back(e.elapsed_ms() * 1000.f);
+    queued.push_back(queue.elapsed_ms() * 1000.f / iters);
   }
   std::sort(per_call.begin(), per_call.end());
   std::sort(queued.begin(), queued.end());
