@@ -67,18 +67,21 @@ FLASHMMA_DEVICE void store_block_sum(uint32_t sum, uint32_t* sink) {
   if (threadIdx.x % 32 == 0) atomicXor(sink + blockIdx.x, sum);
 }
 
-// Reads vectors [begin, end) with the block's threads, kVectorsInFlight loads before any use.
-FLASHMMA_DEVICE uint32_t read_range(const uint4* data, int64_t begin, int64_t end, int64_t step) {
+// Reads address(i) for i = begin, begin + step, ... below end, kVectorsInFlight loads before any
+// use; every reader's thread walks its indices so.
+template <class Address>
+FLASHMMA_DEVICE uint32_t read_indices(int64_t begin, int64_t end, int64_t step,
+                                      const Address& address) {
   uint32_t sum = 0;
   int64_t i = begin;
   for (; i + (kVectorsInFlight - 1) * step < end; i += kVectorsInFlight * step) {
     uint4 v[kVectorsInFlight];
 #pragma unroll
-    for (int u = 0; u < kVectorsInFlight; ++u) v[u] = load_streaming(data + i + u * step);
+    for (int u = 0; u < kVectorsInFlight; ++u) v[u] = load_streaming(address(i + u * step));
 #pragma unroll
     for (int u = 0; u < kVectorsInFlight; ++u) sum ^= fold(v[u]);
   }
-  for (; i < end; i += step) sum ^= fold(load_streaming(data + i));
+  for (; i < end; i += step) sum ^= fold(load_streaming(address(i)));
   return sum;
 }
 
@@ -87,22 +90,24 @@ __global__ void __launch_bounds__(kThreads) read_chunks(const uint4* data, int64
   const int64_t per_block = (vectors + gridDim.x - 1) / gridDim.x;
   const int64_t begin = per_block * blockIdx.x;
   const int64_t end = std::min(vectors, begin + per_block);
-  store_block_sum(read_range(data, begin + threadIdx.x, end, kThreads), sink);
+  store_block_sum(
+      read_indices(begin + threadIdx.x, end, kThreads, [&](int64_t i) { return data + i; }), sink);
 }
 
 __global__ void __launch_bounds__(kThreads) read_strided(const uint4* data, int64_t vectors,
                                                          uint32_t* sink) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  store_block_sum(read_range(data, blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x,
-                             vectors, step),
+  store_block_sum(read_indices(blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x, vectors,
+                               step, [&](int64_t i) { return data + i; }),
                   sink);
 }
 
-// Block (split, head): rows [split * rows_per_split, ...) of head `head`, each row 16 vectors;
+// Block (split, head): keys [split * per_split, ...) of head `head`, each key's row 16 vectors;
 // a warp reads two rows per load instruction, as the split kernel's copies do.
 __global__ void __launch_bounds__(kThreads) read_heads(const uint4* data, int64_t vectors,
                                                        uint32_t* sink) {
   constexpr int kVectorsPerRow = kRowBytes / 16;
+  constexpr int kRowsPerStep = kThreads / kVectorsPerRow;
   const int64_t keys = vectors / (kVectorsPerRow * kHeads);
   const int splits = gridDim.x / kHeads;
   const int head = blockIdx.x % kHeads;
@@ -110,25 +115,13 @@ __global__ void __launch_bounds__(kThreads) read_heads(const uint4* data, int64_
   const int64_t per_split = (keys + splits - 1) / splits;
   const int64_t first = per_split * split;
   const int64_t last = std::min(keys, first + per_split);
-  uint32_t sum = 0;
-  constexpr int kRowsPerStep = kThreads / kVectorsPerRow;
   const int lane_vector = threadIdx.x % kVectorsPerRow;
-  int64_t key = first + threadIdx.x / kVectorsPerRow;
-  auto address = [&](int64_t k) {
-    return data + (k * kHeads + head) * kVectorsPerRow + lane_vector;
-  };
-  for (; key + (kVectorsInFlight - 1) * kRowsPerStep < last;
-       key += kVectorsInFlight * kRowsPerStep) {
-    uint4 v[kVectorsInFlight];
-#pragma unroll
-    for (int u = 0; u < kVectorsInFlight; ++u) {
-      v[u] = load_streaming(address(key + u * kRowsPerStep));
-    }
-#pragma unroll
-    for (int u = 0; u < kVectorsInFlight; ++u) sum ^= fold(v[u]);
-  }
-  for (; key < last; key += kRowsPerStep) sum ^= fold(load_streaming(address(key)));
-  store_block_sum(sum, sink);
+  store_block_sum(read_indices(first + threadIdx.x / kVectorsPerRow, last, kRowsPerStep,
+                               [&](int64_t key) {
+                                 return data + (key * kHeads + head) * kVectorsPerRow +
+                                        lane_vector;
+                               }),
+                  sink);
 }
 
 constexpr uint32_t kBulkBytes = 16384;
