@@ -10,11 +10,13 @@ flashmma's, read from include/flashmma/version.hpp.
 import importlib.util
 from pathlib import Path
 
+import setuptools
 from setuptools import setup
 from setuptools.errors import CompileError
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
+LICENSE = "Apache-2.0"  # SPDX; the repository's LICENSE file
 
 
 def _load_build_config():
@@ -40,8 +42,21 @@ class BuildExtensionCheckingCompiler(BuildExtension):
         super().build_extensions()
 
 
+def license_metadata() -> dict:
+    """The license, in the field this setuptools writes. pyproject.toml cannot say it for every
+    setuptools from 61.2 on: `license = "Apache-2.0"` (PEP 639) is an error before setuptools 77,
+    and the table `license = {text = ...}` is deprecated from 77 on. So pyproject.toml declares the
+    license dynamic and it is given here: PEP 639's License-Expression where setuptools supports
+    it (77 and later), else the older free-text License field."""
+    major = int(setuptools.__version__.split(".")[0])
+    if major >= 77:
+        return {"license_expression": LICENSE}
+    return {"license": LICENSE}
+
+
 setup(
     version=build.read_version(),
+    **license_metadata(),
     packages=["flashmma_torch"],
     ext_modules=[
         CUDAExtension(
