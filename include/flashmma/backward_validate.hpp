@@ -5,6 +5,7 @@
 // what a valid q, k, v, o, scale and variant are).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -81,31 +82,28 @@ KernelRequirements backward_kernel_requirements() {
         "lse is null: the backward pass needs the forward's LSE (fp32 [batch, heads_q, "
         "seqlen_q], natural log, as forward() writes it)");
   }
-  // Packed tensors (cu_seqlens) are one sequence of all rows as far as their strides go, as in
-  // validate_params.
-  const int64_t q_batch = packed_queries(p) ? 1 : p.batch;
-  const int64_t q_rows = packed_queries(p) ? p.total_q : p.seqlen_q;
-  const int64_t kv_batch = p.cu_seqlens_k != nullptr ? 1 : p.batch;
-  const struct {
-    const char* name;
-    const void* ptr;
-    const TensorStrides& strides;
-    int64_t batch;
-    int64_t seqlen;
-    int64_t heads;
-  } tensors[] = {{"d_o", p.d_o, p.do_strides, q_batch, q_rows, p.heads_q},
-                 {"dq", p.dq, p.dq_strides, q_batch, q_rows, p.heads_q},
-                 {"dk", p.dk, p.dk_strides, kv_batch, p.seqlen_k, p.heads_kv},
-                 {"dv", p.dv, p.dv_strides, kv_batch, p.seqlen_k, p.heads_kv}};
-  for (const auto& t : tensors) {
-    if (Status s = detail::check_tensor(t.name, t.ptr, t.strides, t.batch, t.seqlen, t.heads); !s)
-      return s;
-    const bool query_rows = std::string(t.name) == "d_o" || std::string(t.name) == "dq";
-    const bool packed = query_rows ? packed_queries(p) : p.cu_seqlens_k != nullptr;
+  // dO is read like Q; dQ, dK and dV are written, shaped as Q, K and V (packed as they are).
+  const std::array<detail::TensorArgument, 4> forward = detail::forward_tensors(p);
+  const detail::TensorArgument& q = forward[0];
+  const detail::TensorArgument& k = forward[1];
+  using detail::TensorAccess;
+  const detail::TensorArgument gradients[] = {
+      {"d_o", p.d_o, p.do_strides, q.batch, q.rows, q.heads, q.row_elements, TensorAccess::kRead,
+       q.rows_name, q.heads_name, q.batch_name, "do_strides"},
+      {"dq", p.dq, p.dq_strides, q.batch, q.rows, q.heads, q.row_elements,
+       TensorAccess::kWritten, q.rows_name, q.heads_name, q.batch_name},
+      {"dk", p.dk, p.dk_strides, k.batch, k.rows, k.heads, k.row_elements,
+       TensorAccess::kWritten, k.rows_name, k.heads_name, k.batch_name},
+      {"dv", p.dv, p.dv_strides, k.batch, k.rows, k.heads, k.row_elements,
+       TensorAccess::kWritten, k.rows_name, k.heads_name, k.batch_name}};
+  for (const detail::TensorArgument& t : gradients) {
+    if (Status s = detail::check_tensor(t); !s) return s;
+    const bool packed = t.batch_name == nullptr;
     if (packed && t.strides.batch != 0 && p.batch > 1) {
       std::ostringstream os;
-      os << t.name << "_strides.batch must be 0 with "
-         << (query_rows ? "cu_seqlens_q: it is packed as q" : "cu_seqlens_k: it is packed as k")
+      os << detail::strides_name(t) << ".batch must be 0 with "
+         << (std::string(t.rows_name) == "total_q" ? "cu_seqlens_q: it is packed as q"
+                                                 : "cu_seqlens_k: it is packed as k")
          << " (got " << t.strides.batch << ")";
       return detail::invalid(os.str());
     }

@@ -4,12 +4,14 @@
 // nothing is written.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "flashmma/attention/dropout.hpp"
 #include "flashmma/attention/split_kv.hpp"
@@ -19,6 +21,7 @@
 #include "flashmma/traits/element.hpp"
 #include "flashmma/traits/sm90_tile_config.hpp"
 #include "flashmma/traits/tile_config.hpp"
+#include "flashmma/validate_tensor.hpp"
 
 namespace flashmma {
 
@@ -82,21 +85,7 @@ inline constexpr int64_t kMaxGridZ = 65535;  // batch goes in gridDim.z
 // Sequence positions are 32-bit in the kernels and in the score-policy contract (ScoreCoord);
 // 2^30 leaves room to add a tile or a window bound to any position without overflow.
 inline constexpr int64_t kMaxSeqlen = int64_t{1} << 30;
-inline constexpr std::size_t kCpAsyncAlignment = 16;  // bytes; cp.async.cg moves 16 at a time
-inline constexpr std::size_t kElementBytes = 2;       // fp16 and bf16
-
 namespace detail {
-
-inline Status invalid(const std::string& message) {
-  return Status::error(ErrorCode::kInvalidArgument, "flashmma: " + message);
-}
-
-inline std::string tensor_shape(const char* name) {
-  const std::string n = name;
-  if (n == "q" || n == "o" || n == "d_o" || n == "dq") return "[batch, seqlen_q, heads_q, head_dim]";
-  if (n == "k_new" || n == "v_new") return "[batch, seqlen_new, heads_kv, head_dim]";
-  return "[batch, seqlen_k, heads_kv, head_dim]";
-}
 
 // Whether a TileConfig's call runs on its split kernel even without a split: variable lengths, a
 // cache's batch index, paged caches and KV appends (whose attention reads the new lengths as
@@ -126,37 +115,6 @@ inline Status check_positive(const char* name, int64_t value) {
   std::ostringstream os;
   os << name << " must be >= 1 (got " << value << ")";
   return invalid(os.str());
-}
-
-inline Status check_tensor(const char* name, const void* ptr, const TensorStrides& strides,
-                           int64_t batch, int64_t seqlen, int64_t heads) {
-  if (ptr == nullptr) {
-    return invalid(std::string(name) + " is null: expected a device pointer to a " +
-                   tensor_shape(name) + " tensor");
-  }
-  if (reinterpret_cast<std::uintptr_t>(ptr) % kCpAsyncAlignment != 0) {
-    std::ostringstream os;
-    os << name << " must be 16-byte aligned (cp.async moves 16 bytes at a time); got address "
-       << ptr;
-    return invalid(os.str());
-  }
-  // A stride only matters along a dimension of size > 1 (PyTorch gives size-1 dims any stride).
-  constexpr int64_t kStrideMultiple = kCpAsyncAlignment / 2;  // in 16-bit elements
-  const struct {
-    const char* field;
-    int64_t stride;
-    int64_t extent;
-  } dims[] = {{"batch", strides.batch, batch}, {"head", strides.head, heads},
-              {"row", strides.row, seqlen}};
-  for (const auto& dim : dims) {
-    if (dim.extent > 1 && dim.stride % kStrideMultiple != 0) {
-      std::ostringstream os;
-      os << name << "_strides." << dim.field << " must be a multiple of 8 elements (16 bytes, "
-         << "for cp.async); got " << dim.stride;
-      return invalid(os.str());
-    }
-  }
-  return Status::success();
 }
 
 // The window, softcap and ALiBi fields (FlashAttention-2's window_size, softcap, alibi_slopes).
@@ -361,14 +319,14 @@ inline Status check_kv_append(const ForwardParams& p) {
     return invalid("cu_seqlens_q and cu_seqlens_k must be null with k_new: a KV append takes "
                    "dense queries and a contiguous or paged cache");
   }
-  if (Status s = check_tensor("k_new", p.k_new, p.k_new_strides, p.batch, p.seqlen_new,
-                              p.heads_kv);
-      !s)
-    return s;
-  if (Status s = check_tensor("v_new", p.v_new, p.v_new_strides, p.batch, p.seqlen_new,
-                              p.heads_kv);
-      !s)
-    return s;
+  for (const auto& [name, data, strides] :
+       {std::make_tuple("k_new", p.k_new, &p.k_new_strides),
+        std::make_tuple("v_new", p.v_new, &p.v_new_strides)}) {
+    if (Status s = check_tensor({name, data, *strides, p.batch, p.seqlen_new, p.heads_kv,
+                                 p.head_dim, TensorAccess::kRead, "seqlen_new", "heads_kv"});
+        !s)
+      return s;
+  }
   if (!rotary) {
     if (p.rotary_dim != 0 || p.rotary_positions != 0) {
       return invalid("rotary_dim or rotary_positions is set but rotary_cos and rotary_sin are "
@@ -397,6 +355,31 @@ inline Status check_kv_append(const ForwardParams& p) {
     return invalid(os.str());
   }
   return Status::success();
+}
+
+// Q, K, V and O as the tensor checks see them. Packed sequences are one batch entry of total
+// rows as far as their strides go; pools of pages are num_pages entries of page_size rows. A KV
+// append writes K and V.
+inline std::array<TensorArgument, 4> forward_tensors(const ForwardParams& p) {
+  const bool packed_keys = p.cu_seqlens_k != nullptr;
+  const int64_t q_batch = packed_queries(p) ? 1 : p.batch;
+  const int64_t q_rows = packed_queries(p) ? p.total_q : p.seqlen_q;
+  const char* q_rows_name = packed_queries(p) ? "total_q" : "seqlen_q";
+  const char* q_batch_name = packed_queries(p) ? nullptr : "batch";
+  const int64_t kv_batch = paged_kv(p) ? p.num_pages : (packed_keys ? 1 : p.batch);
+  const int64_t kv_rows =
+      paged_kv(p) ? p.page_size : (packed_keys && p.total_k > 0 ? p.total_k : p.seqlen_k);
+  const char* kv_rows_name = paged_kv(p) ? "page_size" : (packed_keys ? "total_k" : "seqlen_k");
+  const char* kv_batch_name = paged_kv(p) ? "num_pages" : (packed_keys ? nullptr : "batch");
+  const TensorAccess kv_access = appends_kv(p) ? TensorAccess::kWritten : TensorAccess::kRead;
+  return {{{"q", p.q, p.q_strides, q_batch, q_rows, p.heads_q, p.head_dim, TensorAccess::kRead,
+            q_rows_name, "heads_q", q_batch_name},
+           {"k", p.k, p.k_strides, kv_batch, kv_rows, p.heads_kv, p.head_dim, kv_access,
+            kv_rows_name, "heads_kv", kv_batch_name},
+           {"v", p.v, p.v_strides, kv_batch, kv_rows, p.heads_kv, p.head_dim, kv_access,
+            kv_rows_name, "heads_kv", kv_batch_name},
+           {"o", p.o, p.o_strides, q_batch, q_rows, p.heads_q, p.head_dim,
+            TensorAccess::kWritten, q_rows_name, "heads_q", q_batch_name}}};
 }
 
 // forward<Config, Policy> runs the caller's policy alone: built-in variant fields would be
@@ -471,21 +454,9 @@ inline Status validate_no_builtin_variant(const ForwardParams& p) {
   if (Status s = detail::check_paged_kv(p); !s) return s;
   if (Status s = detail::check_kv_append(p); !s) return s;
   if (Status s = detail::check_variable_lengths(p); !s) return s;
-  // Packed tensors are one sequence of total rows as far as their strides go; pools of pages
-  // are num_pages "sequences" of page_size rows.
-  const int64_t q_batch = p.cu_seqlens_q != nullptr ? 1 : p.batch;
-  const int64_t q_rows = p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q;
-  const int64_t kv_batch =
-      paged_kv(p) ? p.num_pages : (p.cu_seqlens_k != nullptr ? 1 : p.batch);
-  const int64_t kv_rows = paged_kv(p) ? p.page_size : p.seqlen_k;
-  if (Status s = detail::check_tensor("q", p.q, p.q_strides, q_batch, q_rows, p.heads_q); !s)
-    return s;
-  if (Status s = detail::check_tensor("k", p.k, p.k_strides, kv_batch, kv_rows, p.heads_kv); !s)
-    return s;
-  if (Status s = detail::check_tensor("v", p.v, p.v_strides, kv_batch, kv_rows, p.heads_kv); !s)
-    return s;
-  if (Status s = detail::check_tensor("o", p.o, p.o_strides, q_batch, q_rows, p.heads_q); !s)
-    return s;
+  for (const detail::TensorArgument& tensor : detail::forward_tensors(p)) {
+    if (Status s = detail::check_tensor(tensor); !s) return s;
+  }
   if (p.lse != nullptr && reinterpret_cast<std::uintptr_t>(p.lse) % alignof(float) != 0) {
     return detail::invalid(std::string("lse must be 4-byte aligned (an fp32 ") +
                            (packed_queries(p) ? "[heads_q, total_q]" : "[batch, heads_q, seqlen_q]") +

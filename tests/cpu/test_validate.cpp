@@ -31,6 +31,14 @@ constexpr std::uintptr_t kVAddress = 0x30000;
 constexpr std::uintptr_t kOAddress = 0x40000;
 constexpr std::uintptr_t kLseAddress = 0x50000;
 
+// The strides of valid_params' layouts for p's sizes, after a case changes them.
+void set_strides(ForwardParams& p) {
+  p.q_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+  p.k_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+  p.v_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+  p.o_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+}
+
 // Grouped-query attention, q and o in [batch, seq, head, dim], k and v in [batch, head, seq, dim].
 ForwardParams valid_params() {
   ForwardParams p;
@@ -45,10 +53,7 @@ ForwardParams valid_params() {
   p.heads_q = 8;
   p.heads_kv = 2;
   p.head_dim = 64;
-  p.q_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
-  p.k_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
-  p.v_strides = flashmma::bhsd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
-  p.o_strides = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
+  set_strides(p);
   return p;
 }
 
@@ -129,6 +134,7 @@ TEST_CASE("Valid variations pass", "[validate]") {
     p.head_dim = 8;
     CHECK(flashmma::validate_params(p).ok());
     p.head_dim = 256;
+    set_strides(p);
     CHECK(flashmma::validate_params(p).ok());
   }
   SECTION("multi-query attention") {
@@ -147,6 +153,7 @@ TEST_CASE("Valid variations pass", "[validate]") {
     p.batch = flashmma::kMaxGridZ;
     p.heads_q = flashmma::kMaxGridY;
     p.heads_kv = 1;
+    set_strides(p);
     CHECK(flashmma::validate_params(p).ok());
   }
   SECTION("a compute capability 8.0 device with 163 KiB") {
@@ -255,6 +262,7 @@ TEST_CASE("Grid and sequence limits", "[validate]") {
   SECTION("sequence positions fit in 32 bits with room to spare") {
     p.seqlen_q = flashmma::kMaxSeqlen;
     p.seqlen_k = flashmma::kMaxSeqlen;
+    set_strides(p);
     CHECK(flashmma::validate_params(p).ok());
     for (const bool query_side : {true, false}) {
       CAPTURE(query_side);

@@ -69,17 +69,24 @@ inline void check_heads(int64_t heads_q, int64_t heads_kv, int64_t head_dim) {
 }
 
 // cp.async moves 16 bytes at a time: the base address and every stride that matters must be a
-// multiple of 16 bytes (8 elements).
+// multiple of 16 bytes (8 elements). A broadcast along some dimensions (stride 0) stays as it is.
 inline bool meets_alignment(const at::Tensor& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % flashmma::kCpAsyncAlignment != 0) {
     return false;
   }
   const int64_t last = t.dim() - 1;
   if (t.size(last) > 1 && t.stride(last) != 1) return false;
+  bool steps = false;     // some dimension longer than 1 ...
+  bool all_zero = true;   // ... and all of them broadcast (stride 0)
   for (int64_t dim = 0; dim < last; ++dim) {
-    if (t.size(dim) > 1 && t.stride(dim) % kStrideMultiple != 0) return false;
+    if (t.size(dim) <= 1) continue;
+    if (t.stride(dim) % kStrideMultiple != 0) return false;
+    steps = true;
+    all_zero = all_zero && t.stride(dim) == 0;
   }
-  return true;
+  // One row expanded along every dimension: flashmma reads all-zero strides as unset
+  // (validate_tensor.hpp), so such an operand is copied.
+  return !(steps && all_zero);
 }
 
 // Zero-pads the head dim to padded_dim, then copies if the result is still not aligned.
