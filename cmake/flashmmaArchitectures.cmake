@@ -10,6 +10,105 @@ option(FLASHMMA_ALLOW_PRE_SM80_ARCHITECTURES
        "Warn, instead of failing, when flashmma is compiled for no CUDA architecture 80 or newer"
        OFF)
 
+# flashmma's own build given `native`. CMake turns "native" into the plain architecture of each GPU
+# it finds ("90-real" on an H100 or H200), and sm_90 code without the "a" features holds no
+# Hopper kernel (wgmma, setmaxnreg): forward(params) would run the portable kernel there. So
+# flashmma's own top-level build resolves "native" itself, before CUDA is enabled, with 90a for
+# compute capability 9.0. It asks nvidia-smi, since CMake's own answer
+# (CMAKE_CUDA_ARCHITECTURES_NATIVE) exists only once CUDA is enabled, when the build's
+# architectures are already taken. A project that uses flashmma keeps whatever it chose: this runs
+# only where flashmma is the top-level project.
+
+# Sets <result> to the CUDA architectures of the compute capabilities in <capabilities> ("9.0",
+# "8.0;8.6", as nvidia-smi prints them), one "-real" entry each, as CMake's own "native" does, with
+# 90a for 9.0; sets <result> to "" when an entry is not a compute capability.
+function(flashmma_architectures_of_capabilities capabilities result)
+  set(architectures)
+  foreach(capability IN LISTS capabilities)
+    string(STRIP "${capability}" capability)
+    if(NOT capability MATCHES "^([0-9]+)\\.([0-9]+)$")
+      set(${result} "" PARENT_SCOPE)
+      return()
+    endif()
+    set(architecture "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+    if(architecture STREQUAL "90")
+      set(architecture "90a")
+    endif()
+    list(APPEND architectures "${architecture}-real")
+  endforeach()
+  list(REMOVE_DUPLICATES architectures)
+  set(${result} "${architectures}" PARENT_SCOPE)
+endfunction()
+
+# Sets <result> to the architectures of this machine's GPUs, asked of <nvidia_smi> (the path of
+# nvidia-smi, or a false value when there is none), and <error> to why not when it cannot.
+function(flashmma_detect_native_architectures nvidia_smi result error)
+  set(${result} "" PARENT_SCOPE)
+  set(${error} "" PARENT_SCOPE)
+  if(NOT nvidia_smi)
+    set(${error} "nvidia-smi was not found" PARENT_SCOPE)
+    return()
+  endif()
+  execute_process(COMMAND "${nvidia_smi}" --query-gpu=compute_cap --format=csv,noheader
+                  RESULT_VARIABLE exit_code
+                  OUTPUT_VARIABLE output
+                  ERROR_VARIABLE output
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  string(REGEX REPLACE "[\r\n]+" ";" capabilities "${output}")
+  if(exit_code EQUAL 0 AND capabilities)
+    flashmma_architectures_of_capabilities("${capabilities}" architectures)
+  else()
+    set(architectures "")
+  endif()
+  if(NOT architectures)
+    string(STRIP "${output}" output)
+    string(CONCAT text "`${nvidia_smi} --query-gpu=compute_cap` gave exit code ${exit_code} "
+                       "and \"${output}\"")
+    set(${error} "${text}" PARENT_SCOPE)
+    return()
+  endif()
+  set(${result} "${architectures}" PARENT_SCOPE)
+endfunction()
+
+# Replaces a CMAKE_CUDA_ARCHITECTURES of "native" (given on the command line or through the
+# CUDAARCHS environment variable) by this machine's architectures, in the calling directory's
+# scope: the cache keeps "native", so every configure asks again. Without a GPU to ask, the
+# configure stops, since CMake would otherwise fail on every target or a build would hold no
+# Hopper kernel.
+macro(flashmma_resolve_native_architectures)
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(flashmma_requested_architectures "${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    set(flashmma_requested_architectures "$ENV{CUDAARCHS}")
+  endif()
+  if(flashmma_requested_architectures STREQUAL "native")
+    find_program(FLASHMMA_NVIDIA_SMI nvidia-smi
+                 DOC "nvidia-smi, which names the GPUs' compute capabilities for \"native\"")
+    flashmma_detect_native_architectures("${FLASHMMA_NVIDIA_SMI}" flashmma_native_architectures
+                                         flashmma_native_error)
+    if(NOT flashmma_native_architectures)
+      string(CONCAT flashmma_native_error
+        "flashmma: the CUDA architectures are \"native\", the GPUs of this machine, and none "
+        "could be found: ${flashmma_native_error}. Name the architectures instead: "
+        "-DCMAKE_CUDA_ARCHITECTURES=90a for H100 and H200 (the Hopper kernels), 80 for A100, 86 "
+        "or 89 for RTX 30xx/40xx and L4/L40, or \"80;90a\" for all of them.")
+      message(FATAL_ERROR "${flashmma_native_error}")
+    endif()
+    message(STATUS "flashmma: CUDA architectures \"native\" are this machine's: "
+                   "${flashmma_native_architectures}")
+    set(CMAKE_CUDA_ARCHITECTURES "${flashmma_native_architectures}")
+    unset(flashmma_native_architectures)
+    unset(flashmma_native_error)
+  endif()
+  unset(flashmma_requested_architectures)
+endmacro()
+
+# flashmma's CMakeLists.txt includes this file before it enables CUDA; a consumer's
+# find_package(flashmma) or add_subdirectory does not get here (PROJECT_IS_TOP_LEVEL).
+if(PROJECT_NAME STREQUAL "flashmma" AND PROJECT_IS_TOP_LEVEL)
+  flashmma_resolve_native_architectures()
+endif()
+
 # Sets <result> to TRUE when the list can hold flashmma's kernels: an entry of 80 or newer ("80",
 # "90a", "86-real", "100f-virtual"), a keyword whose list has one or may have ("all",
 # "all-major", "native": the building machine's GPUs), or no list (empty or OFF: the
