@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The whole forward pass through the default dispatch: random inputs, flashmma::forward, a check
-// against a CPU reference, then a timing.
+// The whole forward pass through the default dispatch: the GPU and the kernel forward(params)
+// picks on it (the Hopper kernel or the portable one, with its config, as the library describes
+// it), random inputs, flashmma::forward, a check against a CPU reference, then a timing.
 //
 //   basic_forward [--batch B] [--heads H] [--heads-kv H] [--seqlen N] [--seqlen-k N]
 //                 [--head-dim D] [--dtype fp16|bf16] [--causal]
@@ -128,6 +129,8 @@ int run(const Options& options) {
   example::Problem<Element> problem;
   if (!problem.init(s, kSeed)) return 1;
   const flashmma::ForwardParams params = problem.params();
+  // Which kernel runs depends on the GPU and on the code built for it: on an H100 or H200, the
+  // Hopper kernel is there only in an sm_90a build.
   if (!example::print_default_kernel(params)) return 1;
 
   // Every entry point returns a Status; an argument error comes back before anything runs.

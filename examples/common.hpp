@@ -51,17 +51,38 @@ inline bool have_cuda_device() {
   return false;
 }
 
-// Prints the kernel flashmma::forward(params) picks on the current device.
+// Prints the GPU and the kernel flashmma::forward(params) picks on it, named by the library
+// (describe_default_kernel): the Hopper kernel (wgmma + TMA) or the portable one (mma.sync),
+// with its config. On an H100 or H200 the Hopper kernel exists only in sm_90a code; a program
+// built for plain sm_90 runs the portable kernel there, which is said, with how to build it.
 inline bool print_default_kernel(const flashmma::ForwardParams& params) {
+  int device_index = 0;
+  cudaDeviceProp properties{};
   flashmma::DeviceInfo device;
   std::string kernel;
-  if (!status_ok(flashmma::query_device(device), "flashmma::query_device") ||
-      !status_ok(flashmma::describe_default_kernel(params, device, flashmma::sm90a_code_loaded(),
-                                                   kernel),
+  const bool sm90a_code = flashmma::sm90a_code_loaded();
+  if (!cuda_ok(cudaGetDevice(&device_index), "cudaGetDevice") ||
+      !cuda_ok(cudaGetDeviceProperties(&properties, device_index), "cudaGetDeviceProperties") ||
+      !status_ok(flashmma::query_device(device), "flashmma::query_device") ||
+      !status_ok(flashmma::describe_default_kernel(params, device, sm90a_code, kernel),
                  "flashmma::describe_default_kernel")) {
     return false;
   }
-  std::printf("kernel: %s\n", kernel.c_str());
+  constexpr int kHopper = 90;  // compute capability 9.0: H100, H200
+  std::printf("GPU: %s, compute capability %d.%d%s\n", properties.name, properties.major,
+              properties.minor,
+              device.compute_capability == kHopper
+                  ? (sm90a_code ? ", sm_90a code loaded" : ", no sm_90a code in this program")
+                  : "");
+  const bool hopper_kernel = kernel.find("sm90::") != std::string::npos;
+  std::printf("kernel: %s: %s\n",
+              hopper_kernel ? "the Hopper kernel (wgmma + TMA)" : "the portable kernel (mma.sync)",
+              kernel.c_str());
+  if (device.compute_capability == kHopper && !sm90a_code) {
+    std::printf("note: this GPU runs flashmma's Hopper kernels only from sm_90a code; build with "
+                "-DCMAKE_CUDA_ARCHITECTURES=90a (or native, which flashmma's own build turns "
+                "into 90a here)\n");
+  }
   return true;
 }
 
