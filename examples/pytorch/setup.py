@@ -3,11 +3,14 @@
     python3 -m pip install --no-build-isolation examples/pytorch    (needs PyTorch with CUDA, nvcc)
 
 Without installing, `import flashmma_torch` from this folder compiles the extension on first use.
-FLASHMMA_TORCH_ARCH_LIST ("8.0;9.0a" by default) picks the GPU architectures. The version is
-flashmma's, read from include/flashmma/version.hpp.
+FLASHMMA_TORCH_ARCH_LIST, else TORCH_CUDA_ARCH_LIST, picks the GPU architectures ("8.0+PTX;9.0a" when
+neither is set: flashmma_torch/_build.py says why). The version is flashmma's, read from
+include/flashmma/version.hpp.
 """
 
 import importlib.util
+import os
+import sys
 from pathlib import Path
 
 import setuptools
@@ -32,14 +35,25 @@ build = _load_build_config()
 
 class BuildExtensionCheckingCompiler(BuildExtension):
     """PyTorch's BuildExtension, after checking that the host compiler links libstdc++ dynamically
-    (see flashmma_torch/_build.py: otherwise the extension crashes on its first error message)."""
+    (see flashmma_torch/_build.py: otherwise the extension crashes on its first error message), with
+    the architecture list in TORCH_CUDA_ARCH_LIST, where PyTorch reads it to make nvcc's -gencode
+    flags."""
 
     def build_extensions(self):
         try:
             build.check_host_compiler(setuptools_build=True)
         except build.CompilerError as error:
             raise CompileError(str(error)) from error
-        super().build_extensions()
+        arch_list = build.ahead_of_time_arch_list()
+        for warning in build.arch_list_warnings(arch_list):
+            print(warning, file=sys.stderr)
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
+        try:
+            super().build_extensions()
+        except ValueError as error:
+            if "Unknown CUDA arch" not in str(error):
+                raise
+            raise CompileError(build.unknown_arch_message(error, arch_list)) from error
 
 
 def license_metadata() -> dict:
@@ -63,10 +77,9 @@ setup(
             name="flashmma_torch._C",
             sources=build.source_paths(relative_to=HERE),
             include_dirs=[str(build.include_dir()), str(build.CSRC_DIR)],
-            extra_compile_args={
-                "cxx": build.CXX_FLAGS,
-                "nvcc": build.NVCC_FLAGS + build.gencode_flags(build.ahead_of_time_arch_list()),
-            },
+            # No -gencode or -arch here: PyTorch adds its own from TORCH_CUDA_ARCH_LIST only when
+            # these flags name no architecture.
+            extra_compile_args={"cxx": build.CXX_FLAGS, "nvcc": build.NVCC_FLAGS},
         )
     ],
     cmdclass={"build_ext": BuildExtensionCheckingCompiler},

@@ -48,9 +48,108 @@ NVCC_FLAGS = [
     "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
 ]
 
-# Ahead-of-time builds target Ampere (sm_80, runs on every later GPU) and Hopper (sm_90a).
-# Override with FLASHMMA_TORCH_ARCH_LIST, in TORCH_CUDA_ARCH_LIST's syntax ("8.0;9.0a").
-DEFAULT_ARCH_LIST = "8.0;9.0a"
+# GPU architectures, in TORCH_CUDA_ARCH_LIST's syntax: torch.utils.cpp_extension turns the list into
+# nvcc's -gencode flags, for `pip install` and the just-in-time build alike ("+PTX" adds PTX).
+#
+# The default, for builds that no variable names a list for: sm_80 machine code (Ampere; it runs on
+# every 8.x GPU, Ada included), sm_90a machine code (Hopper's own kernels, which need the
+# architecture-specific 'a' features), and compute_80 PTX. GPUs newer than Hopper (Blackwell, 10.x
+# and 12.x) have no machine code in it: their driver compiles the PTX when it first loads the
+# extension, and they run the portable kernels. PTX of 9.0a could not serve them, since
+# architecture-specific code runs on its own architecture only.
+DEFAULT_ARCH_LIST = "8.0+PTX;9.0a"
+
+# Read in this order: flashmma's own variable first, so that a list set for other extensions (some
+# PyTorch images set TORCH_CUDA_ARCH_LIST) can be overridden for this one alone.
+ARCH_LIST_VARIABLES = ("FLASHMMA_TORCH_ARCH_LIST", "TORCH_CUDA_ARCH_LIST")
+
+_ARCH_ENTRY = re.compile(r"^(\d+)\.(\d+)(a?)(\+PTX)?$")
+
+
+def requested_arch_list() -> tuple[str, str] | None:
+    """(list, variable) from the first of ARCH_LIST_VARIABLES that is set; None if none is."""
+    for name in ARCH_LIST_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value, name
+    return None
+
+
+def ahead_of_time_arch_list() -> str:
+    requested = requested_arch_list()
+    return requested[0] if requested else DEFAULT_ARCH_LIST
+
+
+def arch_list_warnings(arch_list: str) -> list[str]:
+    """What a list leaves out of flashmma: kernels for architectures before sm_80 are compiled
+    out (such a GPU gets an unsupported-device error), and Hopper runs its own kernels only from
+    sm_90a code. Named entries ("Ampere") are PyTorch's to expand and are not judged here."""
+    warnings = []
+    parsed = []  # (entry, (major, minor, "a" or ""))
+    for entry in arch_list.replace(" ", ";").split(";"):
+        match = _ARCH_ENTRY.match(entry)
+        if match:
+            parsed.append((entry, (int(match.group(1)), int(match.group(2)), match.group(3))))
+    versions = [version for _, version in parsed]
+    old = [entry for entry, version in parsed if version[:2] < (8, 0)]
+    if old:
+        warnings.append(
+            f"flashmma_torch: {', '.join(old)} in the architecture list: flashmma runs on 8.0 and "
+            "later, so those GPUs get an unsupported-device error"
+        )
+    if any(version == (9, 0, "") for version in versions) and (9, 0, "a") not in versions:
+        warnings.append(
+            "flashmma_torch: 9.0 without 9.0a in the architecture list: H100 and H200 will run the "
+            "portable kernels, not Hopper's own; add 9.0a"
+        )
+    return warnings
+
+
+def unknown_arch_message(error: Exception, arch_list: str) -> str:
+    """For PyTorch's ValueError on an entry it does not know (older releases do not know 9.0a)."""
+    return (
+        f"flashmma_torch: {error}. The architecture list was {arch_list!r}; this PyTorch's "
+        "torch.utils.cpp_extension does not accept one of its entries. Upgrade PyTorch, or set "
+        "FLASHMMA_TORCH_ARCH_LIST to entries it accepts (without 9.0a, H100 and H200 run the "
+        "portable kernels)."
+    )
+
+
+# The just-in-time build: torch.utils.cpp_extension.load's module name, and so the stem of the library
+# it writes into the build folder (flashmma_torch.so; flashmma_torch_v1.so and on after the sources
+# change, as load() names its rebuilds).
+EXTENSION_NAME = "flashmma_torch"
+
+
+def build_inputs() -> list[Path]:
+    """The files whose change makes the just-in-time build compile again: the sources, the headers
+    beside them, flashmma's headers, and the flags here."""
+    inputs = [Path(__file__).resolve()]
+    inputs += [path for path in CSRC_DIR.iterdir() if path.is_file()]
+    flashmma_headers = include_dir() / "flashmma"
+    if flashmma_headers.is_dir():
+        inputs += [path for path in flashmma_headers.rglob("*") if path.is_file()]
+    return inputs
+
+
+def build_is_current(build_dir: str | Path) -> bool:
+    """Whether `build_dir` holds a library built after every input last changed, so that load()
+    only loads it. Ninja decides for itself; this only says whether to announce a compile."""
+    libraries = list(Path(build_dir).glob(f"{EXTENSION_NAME}*.so"))
+    if not libraries:
+        return False
+    built = max(path.stat().st_mtime for path in libraries)
+    return all(path.stat().st_mtime <= built for path in build_inputs())
+
+
+def compile_notice(arch_list: str, build_dir: str | Path) -> str:
+    """The one line the first import prints before it compiles. No duration is measured for this
+    build, hence "several minutes"; docs/perf.md times the library's own builds."""
+    return (
+        f"flashmma_torch: compiling the CUDA extension for {arch_list} (first import from a source "
+        "checkout; usually several minutes, see docs/perf.md, Build cost); cached in "
+        f"{build_dir} for later imports"
+    )
 
 
 def include_dir() -> Path:
@@ -63,23 +162,6 @@ def source_paths(relative_to: Path | None = None) -> list[str]:
     if relative_to is not None:
         return [os.path.relpath(path, relative_to) for path in paths]
     return [str(path) for path in paths]
-
-
-def gencode_flags(arch_list: str) -> list[str]:
-    """'8.0;9.0a' -> ['-gencode=arch=compute_80,code=sm_80', ...]."""
-    flags = []
-    for arch in arch_list.replace(" ", ";").split(";"):
-        if not arch:
-            continue
-        number = arch.replace(".", "").replace("+PTX", "")
-        flags.append(f"-gencode=arch=compute_{number},code=sm_{number}")
-        if arch.endswith("+PTX"):
-            flags.append(f"-gencode=arch=compute_{number},code=compute_{number}")
-    return flags
-
-
-def ahead_of_time_arch_list() -> str:
-    return os.environ.get("FLASHMMA_TORCH_ARCH_LIST", DEFAULT_ARCH_LIST)
 
 
 def version_header() -> Path:
@@ -106,7 +188,9 @@ def read_version(header: Path | None = None) -> str:
 # locale code. The process already has libstdc++.so loaded by PyTorch, and the two copies clash:
 # the first error message that formats a number (TORCH_CHECK with an integer) segfaults. The check
 # below builds a tiny shared object that formats a number with the compiler that will link the
-# extension and refuses to go on when that object does not load libstdc++.so dynamically.
+# extension, lists the libraries it needs with readelf (binutils, beside any GCC toolchain's linker),
+# and refuses to go on when libstdc++.so is not among them. Reading the file, not loading it: in this
+# process PyTorch has loaded libstdc++.so already, so a loaded probe would show it either way.
 
 SKIP_COMPILER_CHECK_VARIABLE = "FLASHMMA_TORCH_SKIP_COMPILER_CHECK"
 
@@ -138,34 +222,48 @@ def linking_compiler(setuptools_build: bool = False) -> str:
     return "c++"
 
 
-def _needed_libraries(path: Path) -> list[str] | None:
-    """DT_NEEDED entries of a 64-bit little-endian ELF shared object; None if it is not one."""
-    data = path.read_bytes()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+def readelf_command(compiler: str) -> str | None:
+    """readelf, from binutils (which every GCC toolchain links with) or LLVM: the one beside a
+    prefixed compiler first (x86_64-conda-linux-gnu-c++ sits beside x86_64-conda-linux-gnu-readelf,
+    and the plain name may not be on PATH in such an environment), else the one on PATH."""
+    command = shlex.split(compiler)
+    candidates = []
+    if command:
+        match = re.match(r"^(.*-)(?:c\+\+|g\+\+|gcc|cc|clang\+\+|clang)(?:-[\d.]+)?$", os.path.basename(command[0]))
+        if match:
+            prefixed = match.group(1) + "readelf"
+            folder = os.path.dirname(shutil.which(command[0]) or command[0])
+            candidates += [os.path.join(folder, prefixed) if folder else prefixed, prefixed]
+    candidates += ["readelf", "llvm-readelf"]
+    for candidate in candidates:
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+def parse_needed_libraries(readelf_dynamic: str) -> list[str]:
+    """The DT_NEEDED names in `readelf -d` output: lines like
+    ` 0x0000000000000001 (NEEDED)             Shared library: [libstdc++.so.6]`."""
+    return re.findall(r"\(NEEDED\)[^\[\n]*\[([^\]\n]+)\]", readelf_dynamic)
+
+
+def _needed_libraries(library: Path, readelf: str) -> list[str] | None:
+    """The shared libraries `library` needs, from its dynamic section; None if readelf failed."""
+    try:
+        result = subprocess.run(
+            [readelf, "-d", str(library)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            # readelf translates its labels; "(NEEDED)" and "Shared library" are the C locale's.
+            env={**os.environ, "LC_ALL": "C"},
+        )
+    except (OSError, subprocess.SubprocessError):
         return None
-
-    def word(offset: int, size: int) -> int:
-        return int.from_bytes(data[offset : offset + size], "little")
-
-    section_offset, section_size, section_count = word(0x28, 8), word(0x3A, 2), word(0x3C, 2)
-    sections = []
-    for index in range(section_count):
-        base = section_offset + index * section_size
-        # (type, file offset, size, link)
-        sections.append((word(base + 4, 4), word(base + 0x18, 8), word(base + 0x20, 8), word(base + 0x28, 4)))
-    names = []
-    for kind, offset, size, link in sections:
-        if kind != 6:  # SHT_DYNAMIC
-            continue
-        strings_offset = sections[link][1]
-        for entry in range(offset, offset + size, 16):
-            tag, value = word(entry, 8), word(entry + 8, 8)
-            if tag == 0:  # DT_NULL
-                break
-            if tag == 1:  # DT_NEEDED
-                start = strings_offset + value
-                names.append(data[start : data.index(b"\0", start)].decode())
-    return names
+    if result.returncode != 0:
+        return None
+    return parse_needed_libraries(result.stdout)
 
 
 def _torch_compiler_hint() -> str:
@@ -208,9 +306,12 @@ def probe_compiler(compiler: str) -> tuple[bool | None, str]:
             return None, f"running {compiler!r} failed: {error}"
         if result.returncode != 0 or not library.exists():
             return None, f"{compiler!r} could not build a test library: {result.stderr.strip()[:500]}"
-        needed = _needed_libraries(library)
+        readelf = readelf_command(compiler)
+        if readelf is None:
+            return None, "readelf (binutils) was not found to read the test library"
+        needed = _needed_libraries(library, readelf)
     if needed is None:
-        return None, "the test library is not a 64-bit ELF file"
+        return None, f"{readelf} could not read the test library's dynamic section"
     dynamic = any(name.startswith("libstdc++.so") for name in needed)
     return dynamic, f"its test library needs {', '.join(needed) or 'no shared library'}"
 

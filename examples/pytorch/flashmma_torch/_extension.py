@@ -3,8 +3,10 @@ from the source tree with torch.utils.cpp_extension.load (once; later imports re
 
 Environment:
   FLASHMMA_TORCH_ARCH_LIST   architectures to build for, in TORCH_CUDA_ARCH_LIST's syntax
-                             (default: those of the visible GPUs, 9.0 as 9.0a; else 8.0;9.0a)
-  FLASHMMA_TORCH_BUILD_DIR   where the just-in-time build goes (default: PyTorch's cache)
+  TORCH_CUDA_ARCH_LIST       read when FLASHMMA_TORCH_ARCH_LIST is not set; without either, the
+                             visible GPUs' (9.0 as 9.0a), else _build.DEFAULT_ARCH_LIST
+  FLASHMMA_TORCH_BUILD_DIR   where the just-in-time build goes (default: PyTorch's cache,
+                             TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions)
   FLASHMMA_TORCH_VERBOSE=1   show the compiler's output
   FLASHMMA_INCLUDE_DIR       flashmma's include/ folder (default: the repository's)
   MAX_JOBS                   parallel compile jobs (PyTorch's variable)
@@ -16,6 +18,7 @@ Environment:
 import importlib
 import importlib.util
 import os
+import sys
 from contextlib import contextmanager
 
 from . import _build
@@ -34,6 +37,30 @@ def _visible_gpu_arch_list() -> str:
         if arch not in archs:
             archs.append(arch)
     return ";".join(archs)
+
+
+def _arch_list() -> str:
+    requested = _build.requested_arch_list()
+    return requested[0] if requested else _visible_gpu_arch_list()
+
+
+def _build_directory() -> str:
+    """FLASHMMA_TORCH_BUILD_DIR, else the folder load() would pick itself, asked for here so that the
+    compile notice can name it and see whether a build is already there."""
+    chosen = os.environ.get("FLASHMMA_TORCH_BUILD_DIR")
+    if chosen:
+        os.makedirs(chosen, exist_ok=True)
+        return chosen
+    from torch.utils import cpp_extension
+
+    try:
+        # PyTorch's own rule (TORCH_EXTENSIONS_DIR, else its cache, per Python and CUDA version);
+        # private, hence the fallback.
+        return cpp_extension._get_build_directory(_build.EXTENSION_NAME, False)
+    except (AttributeError, TypeError):
+        folder = os.path.join(cpp_extension.get_default_build_root(), _build.EXTENSION_NAME)
+        os.makedirs(folder, exist_ok=True)
+        return folder
 
 
 @contextmanager
@@ -61,21 +88,28 @@ def _build_just_in_time():
             "`python3 -m pip install --no-build-isolation examples/pytorch` or set FLASHMMA_INCLUDE_DIR"
         )
     _build.check_host_compiler()
-    arch_list = os.environ.get("FLASHMMA_TORCH_ARCH_LIST") or _visible_gpu_arch_list()
-    build_dir = os.environ.get("FLASHMMA_TORCH_BUILD_DIR")
-    if build_dir:
-        os.makedirs(build_dir, exist_ok=True)
+    arch_list = _arch_list()
+    for warning in _build.arch_list_warnings(arch_list):
+        print(warning, file=sys.stderr)
+    build_dir = _build_directory()
+    if not _build.build_is_current(build_dir):
+        print(_build.compile_notice(arch_list, build_dir), file=sys.stderr, flush=True)
     # load() takes its -gencode flags from TORCH_CUDA_ARCH_LIST.
     with _environment("TORCH_CUDA_ARCH_LIST", arch_list):
-        return load(
-            name="flashmma_torch",
-            sources=_build.source_paths(),
-            extra_include_paths=[str(include), str(_build.CSRC_DIR)],
-            extra_cflags=_build.CXX_FLAGS,
-            extra_cuda_cflags=_build.NVCC_FLAGS,
-            build_directory=build_dir or None,
-            verbose=os.environ.get("FLASHMMA_TORCH_VERBOSE") == "1",
-        )
+        try:
+            return load(
+                name=_build.EXTENSION_NAME,
+                sources=_build.source_paths(),
+                extra_include_paths=[str(include), str(_build.CSRC_DIR)],
+                extra_cflags=_build.CXX_FLAGS,
+                extra_cuda_cflags=_build.NVCC_FLAGS,
+                build_directory=build_dir,
+                verbose=os.environ.get("FLASHMMA_TORCH_VERBOSE") == "1",
+            )
+        except ValueError as error:
+            if "Unknown CUDA arch" not in str(error):
+                raise
+            raise ImportError(_build.unknown_arch_message(error, arch_list)) from error
 
 
 def load_extension():
