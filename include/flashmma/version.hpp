@@ -4,7 +4,7 @@
 #pragma once
 
 #define FLASHMMA_VERSION_MAJOR 0
-#define FLASHMMA_VERSION_MINOR 2
+#define FLASHMMA_VERSION_MINOR 3
 #define FLASHMMA_VERSION_PATCH 0
 
 // One number that compares in order: 10000 * major + 100 * minor + patch.
