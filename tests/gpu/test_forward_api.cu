@@ -104,6 +104,10 @@ std::vector<InvalidCall> invalid_calls() {
        "v must be 16-byte aligned"},
       {"o row stride", [](ForwardParams& p) { p.o_strides.row += 4; }, "o_strides.row"},
       {"q batch stride", [](ForwardParams& p) { p.q_strides.batch += 2; }, "q_strides.batch"},
+      {"q strides unset", [](ForwardParams& p) { p.q_strides = {}; }, "q_strides is unset"},
+      {"o rows on one place", [](ForwardParams& p) { p.o_strides.row = 0; },
+       "o_strides.row is 0, but o is written"},
+      {"o heads overlapping", [](ForwardParams& p) { p.o_strides.head = 32; }, "o's rows overlap"},
       {"lse misaligned",
        [](ForwardParams& p) { p.lse = reinterpret_cast<float*>(reinterpret_cast<char*>(p.lse) + 2); },
        "lse must be 4-byte aligned"},
@@ -183,6 +187,35 @@ TEST_CASE("forward(params) runs the Hopper kernel on compute capability 9.0",
         INFO(kernel);
         CHECK(kernel.rfind("sm90::ForwardKernel<Sm90TileConfig<bf16", 0) == 0);
         flashmma::test::check_forward_case<__nv_bfloat16>(c, default_forward);
+      }
+    }
+  }
+}
+
+// Inputs broadcast along some dimensions (a zero stride, as PyTorch's expand() gives) are legal
+// (validate_tensor.hpp): K and V shared by the batch, one Q head for every query head. The
+// reference reads through the same strides, so it sees the same shared rows. On an H100/H200 the
+// Hopper kernel reads them through TMA maps with a zero stride.
+TEST_CASE("forward(params) reads inputs broadcast along a dimension", "[gpu][forward][api]") {
+  flashmma::DeviceInfo device;
+  REQUIRE(flashmma::query_device(device).ok());
+  for (const int64_t head_dim : {64, 128}) {
+    for (const bool causal : {false, true}) {
+      const AttentionCase c = make_case(2, 200, 257, 4, 2, head_dim, causal, Layout::kBSHD);
+      DYNAMIC_SECTION("fp16 " << c.describe()) {
+        CaseTensors<__half> t = flashmma::test::make_case_tensors<__half>(c);
+        t.params.k_strides.batch = 0;
+        t.params.v_strides.batch = 0;
+        t.params.q_strides.head = 0;
+        std::string kernel;
+        REQUIRE(flashmma::describe_default_kernel(t.params, device, flashmma::sm90a_code_loaded(),
+                                                  kernel).ok());
+        INFO(kernel);
+        const flashmma::Status status = default_forward(t.params);
+        INFO("forward returned: " << status.message());
+        REQUIRE(status.ok());
+        FLASHMMA_CUDA_CHECK(cudaDeviceSynchronize());
+        flashmma::test::require_matches_reference(t);
       }
     }
   }
