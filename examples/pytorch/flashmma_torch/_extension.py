@@ -3,8 +3,8 @@ from the source tree with torch.utils.cpp_extension.load (once; later imports re
 
 Environment:
   FLASHMMA_TORCH_ARCH_LIST   architectures to build for, in TORCH_CUDA_ARCH_LIST's syntax
-  TORCH_CUDA_ARCH_LIST       read when FLASHMMA_TORCH_ARCH_LIST is not set; without either, the
-                             visible GPUs' (9.0 as 9.0a), else _build.DEFAULT_ARCH_LIST
+                             (default: the visible GPUs', 9.0 as 9.0a; without a GPU, those of
+                             `pip install`: TORCH_CUDA_ARCH_LIST, else _build.DEFAULT_ARCH_LIST)
   FLASHMMA_TORCH_BUILD_DIR   where the just-in-time build goes (default: PyTorch's cache,
                              TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions)
   FLASHMMA_TORCH_VERBOSE=1   show the compiler's output
@@ -28,7 +28,7 @@ def _visible_gpu_arch_list() -> str:
     import torch
 
     if not torch.cuda.is_available():
-        return _build.DEFAULT_ARCH_LIST
+        return _build.ahead_of_time_arch_list()
     archs = []
     for index in range(torch.cuda.device_count()):
         major, minor = torch.cuda.get_device_capability(index)
@@ -40,8 +40,10 @@ def _visible_gpu_arch_list() -> str:
 
 
 def _arch_list() -> str:
-    requested = _build.requested_arch_list()
-    return requested[0] if requested else _visible_gpu_arch_list()
+    """This build runs on this machine, so its GPUs come before TORCH_CUDA_ARCH_LIST: a list that an
+    image sets for every extension (often without 9.0a) would build more and run Hopper's own
+    kernels less."""
+    return os.environ.get("FLASHMMA_TORCH_ARCH_LIST", "").strip() or _visible_gpu_arch_list()
 
 
 def _build_directory() -> str:
