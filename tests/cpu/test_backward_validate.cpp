@@ -3,6 +3,7 @@
 // configs' constants (portable and Hopper), and when backward(params) picks the Hopper kernel: each validation case starts from a valid call, breaks one thing, and checks
 // the code and that the message names it. Fake addresses stand in for device memory.
 #include "support/catch.hpp"
+#include "support/fake_backward_call.hpp"
 
 #include <flashmma/backward_params.hpp>
 #include <flashmma/backward_plan.hpp>
@@ -20,29 +21,11 @@ using flashmma::BackwardParams;
 using flashmma::ErrorCode;
 using flashmma::Status;
 
-void* fake_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+using flashmma::test::fake_pointer;
 
-// GQA, every tensor dense BSHD, with a workspace of the size asked.
+// GQA, every tensor dense BSHD, bf16, with a workspace of the size asked.
 BackwardParams valid_params() {
-  BackwardParams p;
-  p.dtype = flashmma::ScalarType::kBFloat16;
-  static_cast<flashmma::ProblemShape&>(p) = flashmma::make_problem_shape(2, 100, 130, 8, 2, 64);
-  p.q = fake_pointer(0x10000);
-  p.k = fake_pointer(0x20000);
-  p.v = fake_pointer(0x30000);
-  p.o = fake_pointer(0x40000);
-  p.lse = static_cast<float*>(fake_pointer(0x50000));
-  p.d_o = fake_pointer(0x60000);
-  p.dq = fake_pointer(0x70000);
-  p.dk = fake_pointer(0x80000);
-  p.dv = fake_pointer(0x90000);
-  const auto q_rows = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
-  const auto kv_rows = flashmma::bshd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
-  p.q_strides = p.o_strides = p.do_strides = p.dq_strides = q_rows;
-  p.k_strides = p.v_strides = p.dk_strides = p.dv_strides = kv_rows;
-  p.workspace = fake_pointer(0x100000);
-  p.workspace_bytes = flashmma::backward_workspace_bytes(p);
-  return p;
+  return flashmma::test::fake_backward_call(flashmma::ScalarType::kBFloat16);
 }
 
 void require_refused(const BackwardParams& p, const std::string& fragment) {

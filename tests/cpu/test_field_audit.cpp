@@ -4,6 +4,7 @@
 // validation must refuse the call with a message that names the field. (The fields the table
 // marks with a default behaviour are exercised by the kernels' own tests.)
 #include "support/catch.hpp"
+#include "support/fake_backward_call.hpp"
 
 #include <flashmma/backward_params.hpp>
 #include <flashmma/backward_validate.hpp>
@@ -23,32 +24,14 @@ using flashmma::BackwardParams;
 using flashmma::ErrorCode;
 using flashmma::Status;
 
-void* fake_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
-const int32_t* fake_int32(std::uintptr_t address) {
-  return reinterpret_cast<const int32_t*>(address);
-}
+using flashmma::test::fake_int32;
+using flashmma::test::fake_pointer;
 
 // The calls the table speaks of, each valid as built.
 enum class CallKind { kDense, kPacked, kPaged, kBatchIndex, kAppend, kRotary, kAlibi };
 
 BackwardParams valid_call(CallKind kind) {
-  BackwardParams p;
-  static_cast<flashmma::ProblemShape&>(p) = flashmma::make_problem_shape(2, 100, 130, 8, 2, 64);
-  p.q = fake_pointer(0x10000);
-  p.k = fake_pointer(0x20000);
-  p.v = fake_pointer(0x30000);
-  p.o = fake_pointer(0x40000);
-  p.lse = static_cast<float*>(fake_pointer(0x50000));
-  p.d_o = fake_pointer(0x60000);
-  p.dq = fake_pointer(0x70000);
-  p.dk = fake_pointer(0x80000);
-  p.dv = fake_pointer(0x90000);
-  p.q_strides = p.o_strides = p.do_strides = p.dq_strides =
-      flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
-  p.k_strides = p.v_strides = p.dk_strides = p.dv_strides =
-      flashmma::bshd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
-  p.workspace = fake_pointer(0x100000);
-  p.workspace_bytes = flashmma::backward_workspace_bytes(p);
+  BackwardParams p = flashmma::test::fake_backward_call();
   switch (kind) {
     case CallKind::kDense: break;
     case CallKind::kPacked:

@@ -4,6 +4,7 @@
 // (broadcast inputs, padded and permuted outputs, negative strides). Each case starts from a
 // valid call and breaks one thing; validation never dereferences the fake addresses.
 #include "support/catch.hpp"
+#include "support/fake_backward_call.hpp"
 
 #include <flashmma/backward_params.hpp>
 #include <flashmma/backward_validate.hpp>
@@ -23,32 +24,11 @@ using flashmma::ForwardParams;
 using flashmma::Status;
 using flashmma::TensorStrides;
 
-void* fake_pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
-const int32_t* fake_int32(std::uintptr_t address) {
-  return reinterpret_cast<const int32_t*>(address);
-}
+using flashmma::test::fake_int32;
+using flashmma::test::fake_pointer;
 
 // A backward call (its forward fields are a forward call): GQA, every tensor dense BSHD.
-BackwardParams valid_params() {
-  BackwardParams p;
-  static_cast<flashmma::ProblemShape&>(p) = flashmma::make_problem_shape(2, 100, 130, 8, 2, 64);
-  p.q = fake_pointer(0x10000);
-  p.k = fake_pointer(0x20000);
-  p.v = fake_pointer(0x30000);
-  p.o = fake_pointer(0x40000);
-  p.lse = static_cast<float*>(fake_pointer(0x50000));
-  p.d_o = fake_pointer(0x60000);
-  p.dq = fake_pointer(0x70000);
-  p.dk = fake_pointer(0x80000);
-  p.dv = fake_pointer(0x90000);
-  const TensorStrides q_rows = flashmma::bshd_strides(p.seqlen_q, p.heads_q, p.head_dim);
-  const TensorStrides kv_rows = flashmma::bshd_strides(p.seqlen_k, p.heads_kv, p.head_dim);
-  p.q_strides = p.o_strides = p.do_strides = p.dq_strides = q_rows;
-  p.k_strides = p.v_strides = p.dk_strides = p.dv_strides = kv_rows;
-  p.workspace = fake_pointer(0x100000);
-  p.workspace_bytes = flashmma::backward_workspace_bytes(p);
-  return p;
-}
+BackwardParams valid_params() { return flashmma::test::fake_backward_call(); }
 
 TensorStrides& forward_strides(ForwardParams& p, const std::string& tensor) {
   if (tensor == "q") return p.q_strides;
