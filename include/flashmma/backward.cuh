@@ -48,6 +48,7 @@
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
 #include "flashmma/forward.cuh"
+#include "flashmma/kernel_families.hpp"
 #include "flashmma/launch.cuh"
 #include "flashmma/sm80/backward_kernel.cuh"
 #include "flashmma/sm90/backward_kernel.cuh"
@@ -115,7 +116,9 @@ Status check_backward_config_call(const BackwardParams& params) {
 // the one of packed sequences, which takes dense batches too, and runs every call given to it;
 // the Hopper kernel takes dense batches, with or without dropout. Everything that can fail
 // without the device (the Hopper kernel's tensor maps) is done before the first launch.
-template <class Config, class Policy, class Dropout = NoDropout>
+// kPackedKernels false (the default dispatch of a build without the variable-length kernels,
+// which refuses packed calls first) compiles no portable kernel for packed sequences.
+template <class Config, class Policy, class Dropout = NoDropout, bool kPackedKernels = true>
 Status launch_backward(const BackwardParams& params, const Policy& policy,
                        const DeviceInfo& device, cudaStream_t stream) {
   using Element = typename Config::element_type;
@@ -149,9 +152,11 @@ Status launch_backward(const BackwardParams& params, const Policy& policy,
     Status main_status = Status::success();
     if constexpr (Dropout::kEnabled) {
       main_status = main_kernel(std::true_type{});
-    } else {
+    } else if constexpr (kPackedKernels) {
       const bool packed = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr;
       main_status = packed ? main_kernel(std::true_type{}) : main_kernel(std::false_type{});
+    } else {
+      main_status = main_kernel(std::false_type{});
     }
     if (!main_status) return main_status;
     return convert();
@@ -236,12 +241,45 @@ template <class Config>
 
 namespace detail {
 
-// One backward config with the built-in policy; with dropout_p > 0, its kernels compiled with
-// dropout.
+// One backward config of the default dispatch with the built-in policy, on a validated call
+// whose families this build holds (check_backward_families); with dropout_p > 0, its kernels
+// compiled with dropout. Only the families this build holds are instantiated.
 template <class Config>
-Status run_backward_config(const BackwardParams& params, cudaStream_t stream) {
-  if (uses_dropout(params)) return backward_with_dropout<Config>(params, stream);
-  return backward<Config>(params, stream);
+Status run_backward_config(const BackwardParams& params, const DeviceInfo& device,
+                           cudaStream_t stream) {
+  if (Status s = check_backward_config_call<Config>(params); !s) return s;
+  const bool dropout = uses_dropout(params);
+  const KernelRequirements requirements = dropout
+                                              ? backward_kernel_requirements<Config, PhiloxDropout>()
+                                              : backward_kernel_requirements<Config>();
+  if (Status s = validate_for_kernel(params, requirements); !s) return s;
+  return visit_compiled_policy(params, [&](const auto& policy) {
+    using Policy = std::decay_t<decltype(policy)>;
+    if constexpr (kDropoutFamily.compiled) {
+      if (dropout) {
+        return launch_backward<Config, Policy, PhiloxDropout>(params, policy, device, stream);
+      }
+    }
+    return launch_backward<Config, Policy, NoDropout, kVariableLengthFamily.compiled>(
+        params, policy, device, stream);
+  });
+}
+
+// backward_default_config's choice and launch, once the call is validated and its families
+// checked.
+template <class Element, int HeadDim>
+Status run_backward_default(const BackwardParams& params, cudaStream_t stream) {
+  DeviceInfo device;
+  if (Status s = query_device(device); !s) return s;
+  using Hopper = Sm90DefaultBackwardConfigT<Element, HeadDim>;
+  const bool sm90a_code =
+      device.compute_capability == 90 &&
+      detail::sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
+  if (runs_sm90_backward_default(params, device, sm90a_code) &&
+      validate_for_device(device, backward_kernel_requirements<Hopper>()).ok()) {
+    return run_backward_config<Hopper>(params, device, stream);
+  }
+  return run_backward_config<DefaultBackwardConfigT<Element, HeadDim>>(params, device, stream);
 }
 
 }  // namespace detail
@@ -254,17 +292,12 @@ template <class Element, int HeadDim>
 [[nodiscard]] Status backward_default_config(const BackwardParams& params,
                                              cudaStream_t stream = nullptr) {
   if (Status s = validate_backward_params(params); !s) return s;
-  DeviceInfo device;
-  if (Status s = query_device(device); !s) return s;
-  using Hopper = Sm90DefaultBackwardConfigT<Element, HeadDim>;
-  const bool sm90a_code =
-      device.compute_capability == 90 &&
-      detail::sm90a_code_loaded<sm90::BackwardKernel<Hopper, FullAttention>>();
-  if (runs_sm90_backward_default(params, device, sm90a_code) &&
-      validate_for_device(device, backward_kernel_requirements<Hopper>()).ok()) {
-    return detail::run_backward_config<Hopper>(params, stream);
+  if (Status s = check_backward_families(params); !s) return s;  // before the device
+  if constexpr (!kBackwardFamily.compiled) {
+    return Status::success();  // never: check_backward_families refused the call
+  } else {
+    return detail::run_backward_default<Element, HeadDim>(params, stream);
   }
-  return detail::run_backward_config<DefaultBackwardConfigT<Element, HeadDim>>(params, stream);
 }
 
 // The default dispatch: the default backward config of the smallest kernel head dim (64, 128,
@@ -279,12 +312,22 @@ template <class Element, int HeadDim>
 template <int kUnused = 0>
 [[nodiscard]] Status backward(const BackwardParams& params, cudaStream_t stream = nullptr) {
   if (Status s = validate_backward_params(params); !s) return s;
-  const auto run = [&](auto element) {
+  if (Status s = check_backward_families(params); !s) return s;
+  // Only the defaults this build holds (kernel_families.hpp) are instantiated.
+  const auto run_head_dim = [&](auto element, auto head_dim) {
     using Element = decltype(element);
+    constexpr int kHeadDim = decltype(head_dim)::value;
+    if constexpr (kBackwardFamily.compiled && default_compiled<Element, kHeadDim>()) {
+      return backward_default_config<Element, kHeadDim>(params, stream);
+    } else {
+      return check_backward_families(params);  // never: refused above
+    }
+  };
+  const auto run = [&](auto element) {
     switch (backward_kernel_head_dim_for(params.head_dim)) {
-      case 64: return backward_default_config<Element, 64>(params, stream);
-      case 128: return backward_default_config<Element, 128>(params, stream);
-      default: return backward_default_config<Element, 256>(params, stream);
+      case 64: return run_head_dim(element, std::integral_constant<int, 64>{});
+      case 128: return run_head_dim(element, std::integral_constant<int, 128>{});
+      default: return run_head_dim(element, std::integral_constant<int, 256>{});
     }
   };
   if (params.dtype == ScalarType::kFloat16) return run(__half{});
@@ -292,5 +335,7 @@ template <int kUnused = 0>
 }
 
 }  // namespace flashmma
+
+#include "flashmma/precompiled_backward_defaults.cuh"  // from flashmma::kernels, if linked
 
 #endif  // __CUDACC__

@@ -26,6 +26,7 @@
 
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
+#include "flashmma/kernel_families.hpp"
 #include "flashmma/kernel_image.hpp"
 #include "flashmma/attention/builtin_policies.hpp"
 #include "flashmma/attention/dropout.hpp"
@@ -108,16 +109,17 @@ ForwardArgs<Element> make_forward_args(const ForwardParams& p) {
   return args;
 }
 
-// Config's split kernel (split_launch.cuh) on a validated call, in the plan's splits.
-template <class Config, class Policy, class Dropout = NoDropout>
+// Config's split kernel (split_launch.cuh) on a validated call, in the plan's splits;
+// kPagedKernels: whether its KVPages kernel is compiled (launch_split_forward).
+template <class Config, class Policy, class Dropout = NoDropout, bool kPagedKernels = true>
 Status launch_split_kernel(const ForwardParams& params, const Policy& policy,
                            const DeviceInfo& device, const SplitPlan& plan, cudaStream_t stream) {
   if (Status s = validate_for_device(device, kernel_requirements<Config>()); !s) return s;
   ForwardArgs<typename Config::element_type> args =
       make_forward_args<typename Config::element_type>(params);
   args.pack_gqa = packs_gqa(params);
-  return launch_split_forward<Config, Policy, Dropout>(params, policy, args, plan.in, plan.splits,
-                                                       stream);
+  return launch_split_forward<Config, Policy, Dropout, kPagedKernels>(params, policy, args, plan.in,
+                                                                      plan.splits, stream);
 }
 
 // forward_with_dropout's calls: dense or packed sequences, no cache (with dropout_p = 0 too).
@@ -405,7 +407,8 @@ template <class Config, class Policy>
 Status launch_sm90_default_kernel(const ForwardParams& params, const Policy& policy,
                                   const DeviceInfo& device, cudaStream_t stream) {
   if (has_variable_lengths(params)) {
-    if constexpr (std::is_same_v<Policy, FullAttention> || std::is_same_v<Policy, CausalMask>) {
+    if constexpr ((std::is_same_v<Policy, FullAttention> || std::is_same_v<Policy, CausalMask>) &&
+                  kVariableLengthFamily.compiled) {
       return launch_dense_kernel<Config, Policy, NoDropout, /*kVariableLengths=*/true>(
           params, policy, device, stream);
     } else {  // never: the route is not taken for other policies; never the dense kernel
@@ -451,11 +454,14 @@ template <class Element, int HeadDim>
 [[nodiscard]] Status forward_default_config(const ForwardParams& params,
                                             cudaStream_t stream = nullptr) {
   if (Status s = validate_params(params); !s) return s;
+  if (Status s = check_forward_families(params); !s) return s;  // before the device: no GPU needed
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
-  return visit_builtin_policy(params, [&](const auto& policy) {
+  // Only the policies this build holds (kernel_families.hpp) are instantiated.
+  return detail::visit_compiled_policy(params, [&](const auto& policy) {
     using Policy = std::decay_t<decltype(policy)>;
     using Split = SplitKernelConfigT<Element, HeadDim>;
+    constexpr bool kPaged = kPagedFamily.compiled;
     using Hopper = Sm90DefaultConfig<Element, HeadDim>;
     detail::DefaultRoute route;
     detail::SplitPlan plan;
@@ -470,16 +476,19 @@ template <class Element, int HeadDim>
             params, device, sm90a_code, /*assume_workspace=*/false, route, plan);
         !s)
       return s;
-    if (uses_dropout(params)) {  // kernels compiled with dropout (default_route says which)
-      if constexpr (Hopper::kAvailable) {
-        if (route == detail::DefaultRoute::kHopper) {
-          return detail::launch_dropout_forward<typename Hopper::type>(params, policy, device,
-                                                                      stream);
+    if constexpr (kDropoutFamily.compiled) {
+      if (uses_dropout(params)) {  // kernels compiled with dropout (default_route says which)
+        if constexpr (Hopper::kAvailable) {
+          if (route == detail::DefaultRoute::kHopper) {
+            return detail::launch_dropout_forward<typename Hopper::type>(params, policy, device,
+                                                                        stream);
+          }
         }
+        if (Status s = validate_for_kernel(params, kernel_requirements<Split, PhiloxDropout>());
+            !s)
+          return s;
+        return detail::launch_dropout_forward<Split>(params, policy, device, stream);
       }
-      if (Status s = validate_for_kernel(params, kernel_requirements<Split, PhiloxDropout>()); !s)
-        return s;
-      return detail::launch_dropout_forward<Split>(params, policy, device, stream);
     }
     if (route == detail::DefaultRoute::kSplitKernel) {
       if (Status s = validate_for_kernel(params, kernel_requirements<Split>()); !s) return s;
@@ -497,12 +506,13 @@ template <class Element, int HeadDim>
                                                               attention_plan);
                   !s)
                 return s;
-              return detail::launch_split_kernel<Split>(attention, policy, device,
-                                                        attention_plan, stream);
+              return detail::launch_split_kernel<Split, Policy, NoDropout, kPaged>(
+                  attention, policy, device, attention_plan, stream);
             },
             stream);
       }
-      return detail::launch_split_kernel<Split>(params, policy, device, plan, stream);
+      return detail::launch_split_kernel<Split, Policy, NoDropout, kPaged>(params, policy, device,
+                                                                          plan, stream);
     }
     if (route == detail::DefaultRoute::kHopper &&
         detail::walks_sm90_default<Element, HeadDim, Policy>(params, device)) {
@@ -540,12 +550,20 @@ bool sm90a_code_loaded() {
 
 namespace detail {
 
+// Only the (element type, head dim) defaults this build holds (kernel_families.hpp) are
+// instantiated; a call for another gets check_forward_families' error.
 template <class Element>
 Status forward_default(const ForwardParams& params, cudaStream_t stream) {
   return visit_kernel_head_dim(
       params.head_dim,
       [&](auto head_dim) {
-        return forward_default_config<Element, decltype(head_dim)::value>(params, stream);
+        constexpr int kHeadDim = decltype(head_dim)::value;
+        if constexpr (default_compiled<Element, kHeadDim>()) {
+          return forward_default_config<Element, kHeadDim>(params, stream);
+        } else {
+          if (Status s = validate_params(params); !s) return s;
+          return check_forward_families(params);
+        }
       },
       [&] { return validate_params(params); });  // head_dim out of range: report it
 }

@@ -7,7 +7,11 @@
 // flashmma stays header-only.
 //
 // This list is the library's list too: src/CMakeLists.txt reads it to generate the library's
-// translation units (one per head dim), so that an instance added here is compiled there.
+// translation units (one per head dim), so that an instance added here is compiled there. A build
+// of fewer element types or head dims (FLASHMMA_KERNEL_DTYPES, FLASHMMA_KERNEL_HEAD_DIMS;
+// kernel_families.hpp) compiles fewer: forward(params) then never calls the others, so their
+// declarations here ask nothing of the linker. precompiled_backward_defaults.cuh is the
+// backward's list.
 #pragma once
 
 #include "flashmma/forward.cuh"

@@ -66,7 +66,9 @@ Status launch_split_forward_on(const ForwardParams& p, const Policy& policy,
 // Dropout: the kernel's (attention/dropout.hpp). One compiled with dropout runs every call
 // given to it, dropout_p = 0 included (its mask then keeps every pair); those calls have no
 // paged cache (validate_params, forward_with_dropout).
-template <class Config, class Policy, class Dropout = NoDropout>
+// kPagedKernels false (the default dispatch of a build without FLASHMMA_DISABLE_PAGEDKV's
+// kernels, which refuses paged calls first) compiles no KVPages kernel.
+template <class Config, class Policy, class Dropout = NoDropout, bool kPagedKernels = true>
 Status launch_split_forward(const ForwardParams& p, const Policy& policy,
                             const ForwardArgs<typename Config::element_type>& args,
                             const SchedulerInputs& in, int splits, cudaStream_t stream) {
@@ -74,9 +76,11 @@ Status launch_split_forward(const ForwardParams& p, const Policy& policy,
     return launch_split_forward_on<Config, Policy, NoKVPages, Dropout>(p, policy, args, in,
                                                                       splits, stream);
   } else {
-    if (paged_kv(p)) {
-      return launch_split_forward_on<Config, Policy, KVPages>(p, policy, args, in, splits,
-                                                              stream);
+    if constexpr (kPagedKernels) {
+      if (paged_kv(p)) {
+        return launch_split_forward_on<Config, Policy, KVPages>(p, policy, args, in, splits,
+                                                                stream);
+      }
     }
     return launch_split_forward_on<Config, Policy, NoKVPages>(p, policy, args, in, splits,
                                                               stream);
