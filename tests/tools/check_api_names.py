@@ -52,7 +52,7 @@ EXTERNAL_NAMES = {
     "CMAKE_CUDA_ARCHITECTURES", "CUDA_ARCHITECTURES", "find_package", "find_dependency",
     "CUDAToolkit", "flashmma_KERNELS_CUDA_ARCHITECTURES", "native", "OFF",
     # FlashAttention's and PyTorch's names, cited for comparison
-    "flash_attn_func", "window_size", "cache_batch_idx",
+    "flash_attn_func", "window_size", "cache_batch_idx", "expand",
     # programs of this repository, not of include/
     "flashmma_bench",
     # architecture names and notation
