@@ -20,7 +20,9 @@ exits 1 if there is any. What counts as a documented name:
   `const T&` read as `T` and parameter names and default values left out. Return types are not
   compared;
 - `Struct::member` and `params.field` (or `p.field`): the member must be declared in the body of
-  that struct or of a base it derives from (`params` is ForwardParams or BackwardParams);
+  that struct or of a base it derives from (`params` is ForwardParams or BackwardParams); so must
+  the first column's names of a table headed "Field" under a heading that is a struct's name
+  (the table of `## ForwardParams`);
 - a struct or enum written out in a cpp code block (`struct DeviceInfo { ... };`): its data members
   (or enumerators) must be exactly those of the real one, neither more nor fewer; a member
   function written there must exist in it. A `template <...> struct Name;` must have the real
@@ -482,6 +484,7 @@ class Checker:
         with open(self.document, encoding="utf-8") as f:
             lines = f.read().split("\n")
         block, block_language, block_start = None, None, 0
+        heading, table_struct = "", None
         for number, text in enumerate(lines, start=1):
             fence = re.match(r"\s*```(\w*)", text)
             if fence:
@@ -495,6 +498,17 @@ class Checker:
             if block is not None:
                 block.append(text)
                 continue
+            heading_match = re.match(r"#+\s+(\S+)", text)
+            if heading_match:
+                heading = heading_match.group(1)
+            if re.match(r"\|\s*Field\s*\|", text):
+                table_struct = heading if heading in self.headers.structs else None
+            elif not text.startswith("|"):
+                table_struct = None
+            elif table_struct and not text.startswith("|---"):
+                # A "Field" table under a struct's heading: its first column names members.
+                for field in re.findall(r"`(" + IDENTIFIER + r")`", text.split("|")[1]):
+                    self.check_member(number, table_struct, field)
             for span in re.findall(r"`([^`]+)`", text):
                 self.check_span(number, span)
         relative = os.path.relpath(self.document, self.root)
