@@ -1,5 +1,5 @@
-# Counts flashmma's forward kernels in object files, from their host-side symbols (every kernel a
-# translation unit compiles leaves a launch stub named after it):
+# Counts flashmma's forward and backward kernels in object files, from their host-side symbols
+# (every kernel a translation unit compiles leaves a launch stub named after it):
 #
 #   cmake -DNM=<nm> -DOBJECTS=<object;...> -DEXPECT=none|some -P flashmmaKernelSymbols.cmake
 #
@@ -17,15 +17,16 @@ foreach(object IN LISTS OBJECTS)
   if(NOT result EQUAL 0)
     message(FATAL_ERROR "${NM} ${object} failed (${result})")
   endif()
-  # Every forward kernel is kernel_entry<...ForwardKernel<...>>: its mangled name holds this.
-  string(REGEX MATCHALL "[^\n]*13ForwardKernel[^\n]*" kernels "${symbols}")
+  # Every forward or backward kernel is kernel_entry<...ForwardKernel<...>> or
+  # kernel_entry<...BackwardKernel<...>>: its mangled name holds one of these.
+  string(REGEX MATCHALL "[^\n]*(13ForwardKernel|14BackwardKernel)[^\n]*" kernels "${symbols}")
   list(LENGTH kernels object_count)
-  message(STATUS "${object}: ${object_count} forward kernel symbols")
+  message(STATUS "${object}: ${object_count} forward and backward kernel symbols")
   math(EXPR count "${count} + ${object_count}")
 endforeach()
 
 if(EXPECT STREQUAL "none" AND count GREATER 0)
-  message(FATAL_ERROR "expected no forward kernel, found ${count} symbols")
+  message(FATAL_ERROR "expected no forward or backward kernel, found ${count} symbols")
 elseif(EXPECT STREQUAL "some" AND count EQUAL 0)
-  message(FATAL_ERROR "expected forward kernels, found none")
+  message(FATAL_ERROR "expected kernels, found none")
 endif()
