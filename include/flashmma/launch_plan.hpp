@@ -16,6 +16,7 @@
 #include "flashmma/attention/split_kv.hpp"
 #include "flashmma/default_dispatch.hpp"
 #include "flashmma/device.hpp"
+#include "flashmma/kernel_families.hpp"
 #include "flashmma/params.hpp"
 #include "flashmma/sm90/tensor_maps.hpp"
 #include "flashmma/status.hpp"
@@ -383,6 +384,7 @@ decltype(auto) visit_element_and_head_dim(const ForwardParams& params, Visitor&&
                                                     std::size_t& bytes) {
   bytes = 0;
   if (Status s = validate_params(params); !s) return s;
+  if (Status s = check_forward_families(params); !s) return s;  // a call forward() refuses
   DeviceInfo device;
   if (Status s = query_device(device); !s) return s;
   return detail::visit_element_and_head_dim(
@@ -439,6 +441,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
 //    PlainScheduler> on 132 blocks walking its tiles" (the Hopper default's walking twin,
 //    without a mask or with the causal one, dense or with ", VariableLengths": params.workspace
 //    holds the tile counter, and the keys are few; walks_sm90_default)
+// A call that needs a kernel this build left out gets check_forward_families' error.
 // `sm90a_code` says whether the program's kernels hold sm_90a code for the GPU (forward.cuh's
 // sm90a_code_loaded() answers it for the calling translation unit; a host-only program that
 // links flashmma::kernels built for 90a passes true). An invalid `params` gets
@@ -447,6 +450,7 @@ std::string forward_kernel_name(const std::string& policy_name, const char* sche
                                                     const DeviceInfo& device, bool sm90a_code,
                                                     std::string& description) {
   if (Status s = validate_params(params); !s) return s;
+  if (Status s = check_forward_families(params); !s) return s;  // no kernel to describe
   const std::string dropout = uses_dropout(params) ? ", PhiloxDropout" : "";
   Status status = Status::success();
   description = detail::visit_element_and_head_dim(
