@@ -83,18 +83,42 @@ inline BuiltinPolicy builtin_policy_for(const ForwardParams& p) {
   return BuiltinPolicy::kSlidingWindow;
 }
 
-// Calls visit(policy) with the built-in policy forward(params) runs, as its own type.
-template <class Visitor>
-decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit) {
+// Which built-in policies a visit may instantiate beyond FullAttention and CausalMask: every one
+// for a config the caller names (forward<Config>(params)); the default dispatch of a build that
+// leaves some out (kernel_families.hpp) holds fewer.
+struct EveryBuiltinPolicy {
+  static constexpr bool kWindow = true;
+  static constexpr bool kSoftcap = true;
+  static constexpr bool kAlibi = true;
+};
+
+// Calls visit(policy) with the built-in policy forward(params) runs, as its own type. A policy
+// that Held leaves out is never instantiated: its calls return otherwise() instead (an error).
+template <class Held = EveryBuiltinPolicy, class Visitor, class Otherwise = std::nullptr_t>
+decltype(auto) visit_builtin_policy(const ForwardParams& p, Visitor&& visit,
+                                    Otherwise&& otherwise = nullptr) {
   const SlidingWindow window = effective_window(p);
   switch (builtin_policy_for(p)) {
     case BuiltinPolicy::kCausalMask: return visit(CausalMask{});
-    case BuiltinPolicy::kSlidingWindow: return visit(window);
-    case BuiltinPolicy::kSoftcap: return visit(SoftcapWindow{{}, Softcap::with_cap(p.softcap), window});
-    case BuiltinPolicy::kAlibi: return visit(AlibiWindow{{}, builtin_alibi(p), window});
+    case BuiltinPolicy::kSlidingWindow:
+      if constexpr (Held::kWindow) return visit(window);
+      else return otherwise();
+    case BuiltinPolicy::kSoftcap:
+      if constexpr (Held::kSoftcap) {
+        return visit(SoftcapWindow{{}, Softcap::with_cap(p.softcap), window});
+      } else {
+        return otherwise();
+      }
+    case BuiltinPolicy::kAlibi:
+      if constexpr (Held::kAlibi) return visit(AlibiWindow{{}, builtin_alibi(p), window});
+      else return otherwise();
     case BuiltinPolicy::kSoftcapAlibi:
-      return visit(SoftcapAlibiWindow{
-          {}, Softcap::with_cap(p.softcap), AlibiWindow{{}, builtin_alibi(p), window}});
+      if constexpr (Held::kSoftcap && Held::kAlibi) {
+        return visit(SoftcapAlibiWindow{
+            {}, Softcap::with_cap(p.softcap), AlibiWindow{{}, builtin_alibi(p), window}});
+      } else {
+        return otherwise();
+      }
     case BuiltinPolicy::kFullAttention: break;
   }
   return visit(FullAttention{});

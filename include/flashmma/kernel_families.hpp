@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "flashmma/backward_params.hpp"
 #include "flashmma/default_dispatch.hpp"
@@ -242,36 +243,20 @@ inline Status check_backward_families(const BackwardParams& p) {
 
 namespace detail {
 
-// Calls visit(policy) with the built-in policy of params, as visit_builtin_policy does, for the
-// policies this build holds; the others are never instantiated (check_forward_families refuses
-// their calls first, and returns the same error here).
+// The built-in policies this build's default dispatch holds (visit_builtin_policy's Held).
+struct CompiledBuiltinPolicies {
+  static constexpr bool kWindow = kWindowFamily.compiled;
+  static constexpr bool kSoftcap = kSoftcapFamily.compiled;
+  static constexpr bool kAlibi = kAlibiFamily.compiled;
+};
+
+// Calls visit(policy) with the built-in policy of params for the policies this build holds; the
+// others are never instantiated (check_forward_families refuses their calls first, and returns
+// the same error here).
 template <class Visitor>
 Status visit_compiled_policy(const ForwardParams& p, Visitor&& visit) {
-  const SlidingWindow window = effective_window(p);
-  switch (builtin_policy_for(p)) {
-    case BuiltinPolicy::kCausalMask: return visit(CausalMask{});
-    case BuiltinPolicy::kSlidingWindow:
-      if constexpr (kWindowFamily.compiled) return visit(window);
-      break;
-    case BuiltinPolicy::kSoftcap:
-      if constexpr (kSoftcapFamily.compiled) {
-        return visit(SoftcapWindow{{}, Softcap::with_cap(p.softcap), window});
-      }
-      break;
-    case BuiltinPolicy::kAlibi:
-      if constexpr (kAlibiFamily.compiled) {
-        return visit(AlibiWindow{{}, builtin_alibi(p), window});
-      }
-      break;
-    case BuiltinPolicy::kSoftcapAlibi:
-      if constexpr (kSoftcapFamily.compiled && kAlibiFamily.compiled) {
-        return visit(SoftcapAlibiWindow{
-            {}, Softcap::with_cap(p.softcap), AlibiWindow{{}, builtin_alibi(p), window}});
-      }
-      break;
-    case BuiltinPolicy::kFullAttention: return visit(FullAttention{});
-  }
-  return check_forward_families(p);
+  return visit_builtin_policy<CompiledBuiltinPolicies>(
+      p, std::forward<Visitor>(visit), [&] { return check_forward_families(p); });
 }
 
 }  // namespace detail
