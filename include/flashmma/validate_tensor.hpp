@@ -16,9 +16,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -46,9 +46,9 @@ struct TensorArgument {
   const char* name;
   const void* data;
   const TensorStrides& strides;
-  int64_t batch;      // batch entries (1 for packed sequences; pages for a paged pool)
-  int64_t rows;       // rows of each batch entry
-  int64_t heads;      // heads of each row
+  int64_t batch;         // batch entries (1 for packed sequences; pages for a paged pool)
+  int64_t rows;          // rows of each batch entry
+  int64_t heads;         // heads of each row
   int64_t row_elements;  // contiguous elements of one (batch entry, row, head): the head dim
   TensorAccess access;
   // How the sizes read in a message: "seqlen_q" and "heads_q" for Q, say.
@@ -82,11 +82,12 @@ inline std::string strides_hint(const TensorArgument& t) {
 }
 
 struct StridedDimension {
-  const char* field;  // the TensorStrides member
+  const char* field;    // the TensorStrides member
   const char* entries;  // what it steps over, for messages
   int64_t stride;
   int64_t extent;
 };
+using StridedDimensions = std::array<StridedDimension, 3>;
 
 // Spans of elements are counted up to 2^60: no tensor in memory spans more, and two such spans
 // still add up without overflow.
@@ -94,7 +95,8 @@ inline constexpr int64_t kSpanLimit = int64_t{1} << 60;
 
 // |stride| * count, saturated at kSpanLimit.
 inline int64_t saturated_span(int64_t stride, int64_t count) {
-  const int64_t magnitude = stride == std::numeric_limits<int64_t>::min() ? kSpanLimit : (stride < 0 ? -stride : stride);
+  if (stride == std::numeric_limits<int64_t>::min()) return kSpanLimit;
+  const int64_t magnitude = stride < 0 ? -stride : stride;
   if (count != 0 && magnitude > kSpanLimit / count) return kSpanLimit;
   return magnitude * count;
 }
@@ -104,7 +106,7 @@ inline int64_t saturated_span(int64_t stride, int64_t count) {
 // size, each stride must step past everything the smaller ones span (the row's elements first).
 // An interleaved layout that never overlaps but breaks the rule is refused too; the message says
 // which strides collide.
-inline Status check_output_layout(const TensorArgument& t, StridedDimension (&dims)[3]) {
+inline Status check_output_layout(const TensorArgument& t, StridedDimensions dims) {
   for (const StridedDimension& dim : dims) {
     if (dim.extent > 1 && dim.stride == 0) {
       std::ostringstream os;
@@ -114,8 +116,7 @@ inline Status check_output_layout(const TensorArgument& t, StridedDimension (&di
       return invalid(os.str());
     }
   }
-  std::sort(std::begin(dims), std::end(dims), [](const StridedDimension& a,
-                                                 const StridedDimension& b) {
+  std::sort(dims.begin(), dims.end(), [](const StridedDimension& a, const StridedDimension& b) {
     return saturated_span(a.stride, 1) < saturated_span(b.stride, 1);
   });
   int64_t span = t.row_elements;  // elements the dimensions taken so far cover
@@ -148,9 +149,9 @@ inline Status check_tensor(const TensorArgument& t) {
        << t.data;
     return invalid(os.str());
   }
-  StridedDimension dims[] = {{"batch", "batch entries", t.strides.batch, t.batch},
-                             {"head", "heads", t.strides.head, t.heads},
-                             {"row", "rows", t.strides.row, t.rows}};
+  const StridedDimensions dims = {{{"batch", "batch entries", t.strides.batch, t.batch},
+                                   {"head", "heads", t.strides.head, t.heads},
+                                   {"row", "rows", t.strides.row, t.rows}}};
   constexpr int64_t kStrideMultiple = kCpAsyncAlignment / kElementBytes;
   bool any_dimension = false;  // one that is longer than 1
   bool any_nonzero = false;    // ... with a stride that is not 0
