@@ -307,7 +307,7 @@ class Checker:
 
     def check_arity(self, line, name, arguments):
         self.checked["calls"] += 1
-        if arguments.strip() in ("", "...") and arguments.strip() == "...":
+        if arguments.strip() == "...":  # arguments elided: nothing to count
             return
         optional = re.findall(r"\[,?([^\]]*)\]", arguments)
         fixed = len(split_top_level(re.sub(r"\[[^\]]*\]", "", arguments)))
